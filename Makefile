@@ -1,0 +1,61 @@
+# Every target installs what it needs: the venv at .venv/ from the pinned requirements.txt,
+# etcd and Kubernetes binaries built through the Go module proxy and cached outside the repo.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+PYTEST := $(VENV)/bin/pytest
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-molecule demo bench lock clean
+
+help:
+	@echo "make demo   - local Kubernetes + operator + a sample EtcdCluster becoming Available"
+	@echo "make test   - lint and every test suite (unit, real etcd, local Kubernetes, e2e)"
+	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | bench"
+
+$(STAMP): requirements.txt
+	rm -f $(VENV)/.installed-*
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+venv: $(STAMP)
+
+lint: venv
+	ruff check .
+	ruff format --check .
+	mypy
+	ansible-lint --profile production -q
+
+test-unit: venv
+	$(PYTEST) -q tests/unit
+
+test-etcd: venv
+	$(PYTEST) -q -m etcd tests/modules
+
+test-cluster: venv
+	$(PYTEST) -q -m cluster tests/cluster
+
+test-molecule: venv
+	hack/cluster up >/dev/null
+	molecule test --all
+
+test-e2e: venv
+	$(PYTEST) -q -m e2e tests/e2e
+
+test: lint test-unit test-etcd test-cluster test-molecule test-e2e
+
+demo: venv
+	hack/demo
+
+bench: venv
+	$(PY) bench/run.py
+
+lock:
+	python3 -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements.in
+	{ echo "# Frozen from requirements.in with: make lock"; /tmp/lockvenv/bin/pip freeze; } > requirements.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts

@@ -1,0 +1,507 @@
+"""Synchronous etcd v3 client for the Ansible modules, over the async `etcd3aio` library.
+
+Modules never see asyncio: `EtcdClient` owns one private event loop and runs every call to
+completion on it. Each endpoint URL gets its own gRPC channel (so a chosen member can be
+asked for its status, defragmented or snapshotted, and TLS checks the right host name);
+cluster-wide calls go to the first given endpoint that answers. Every failure leaves this
+module as an `EtcdModuleError` with a message a person can act on.
+
+    with EtcdClient(ConnectionParams.from_module_params(module.params)) as client:
+        members = client.member_list()
+        client.endpoint(members[0].client_urls[0]).status()
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, TypeVar
+
+import grpc
+import grpc.aio
+from ansible.module_utils.etcd_common import (
+    Alarm,
+    ConnectionParams,
+    EndpointStatus,
+    HashKV,
+    Member,
+    member_id_hex,
+    parse_member_id,
+    parse_url,
+)
+from ansible.module_utils.etcd_errors import (
+    EtcdAuthError,
+    EtcdInputError,
+    EtcdModuleError,
+    EtcdServerError,
+    EtcdTimeoutError,
+    EtcdUnreachableError,
+    translate,
+)
+from etcd3aio.auth import AuthService
+from etcd3aio.cluster import ClusterService
+from etcd3aio.kv import KVService
+from etcd3aio.maintenance import AlarmType, DowngradeAction, MaintenanceService
+
+T = TypeVar("T")
+
+# Answers from one endpoint that say "ask another one" for a cluster-wide call.
+_TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader"}
+
+DOWNGRADE_ACTIONS = {
+    "validate": DowngradeAction.VALIDATE,
+    "enable": DowngradeAction.ENABLE,
+    "cancel": DowngradeAction.CANCEL,
+}
+
+
+def _member(pb: object) -> Member:
+    return Member(
+        id=member_id_hex(pb.ID),  # type: ignore[attr-defined]
+        name=pb.name,  # type: ignore[attr-defined]
+        peer_urls=list(pb.peerURLs),  # type: ignore[attr-defined]
+        client_urls=list(pb.clientURLs),  # type: ignore[attr-defined]
+        is_learner=bool(pb.isLearner),  # type: ignore[attr-defined]
+    )
+
+
+@dataclass
+class _Services:
+    channel: grpc.aio.Channel
+    auth: AuthService
+    cluster: ClusterService
+    kv: KVService
+    maintenance: MaintenanceService
+
+    def set_token(self, token: str | None) -> None:
+        for service in (self.auth, self.cluster, self.kv, self.maintenance):
+            service.set_token(token)
+
+
+class EndpointClient:
+    """Calls that concern one member: the one serving this URL."""
+
+    def __init__(self, client: EtcdClient, url: str):
+        self._client = client
+        self.url = url
+        self._parsed = parse_url(url, what="endpoint")
+        self._services: _Services | None = None
+
+    async def _open(self) -> _Services:
+        # Channels bind to the running loop, so they are created inside it.
+        if self._services is None:
+            options = [
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ]
+            credentials = self._client._credentials() if self._parsed.secure else None
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(self._parsed.target, options=options)
+            else:
+                channel = grpc.aio.secure_channel(self._parsed.target, credentials, options)
+            self._services = _Services(
+                channel=channel,
+                auth=AuthService(channel, max_attempts=1),
+                cluster=ClusterService(channel, max_attempts=1),
+                kv=KVService(channel, max_attempts=1),
+                maintenance=MaintenanceService(channel, max_attempts=1),
+            )
+        self._services.set_token(self._client._token)
+        return self._services
+
+    async def _close(self) -> None:
+        if self._services is not None:
+            await self._services.channel.close()
+            self._services = None
+
+    def _call(
+        self,
+        operation: str,
+        fn: Callable[[_Services, float | None], Awaitable[T]],
+        timeout: float | None = None,
+        *,
+        authenticate: bool = True,
+    ) -> T:
+        return self._client._call(self, operation, fn, timeout, authenticate=authenticate)
+
+    async def _status(self, timeout: float | None) -> EndpointStatus:
+        services = await self._open()
+        response = await services.maintenance.status(timeout=timeout, max_attempts=1)
+        errors = list(response.errors)
+        return EndpointStatus(
+            endpoint=self.url,
+            healthy=not errors and response.leader != 0,
+            member_id=member_id_hex(response.header.member_id),
+            version=response.version,
+            db_size=response.dbSize,
+            db_size_in_use=response.dbSizeInUse,
+            leader=member_id_hex(response.leader) if response.leader else None,
+            raft_index=response.raftIndex,
+            raft_applied_index=response.raftAppliedIndex,
+            raft_term=response.raftTerm,
+            is_learner=response.isLearner,
+            errors=errors,
+        )
+
+    def status(self) -> EndpointStatus:
+        """This member's status; raises when it does not answer."""
+        return self._call("status", lambda _s, t: self._status(t))
+
+    def defragment(self, timeout: float | None = None) -> None:
+        """Defragment this member's backend; `timeout` None waits as long as it takes."""
+
+        async def run(services: _Services, deadline: float | None) -> None:
+            await services.maintenance.defragment(timeout=deadline, max_attempts=1)
+
+        self._call("defragment", run, timeout, authenticate=True)
+
+    def snapshot(self, dest: IO[bytes], timeout: float | None = None) -> int:
+        """Stream this member's snapshot into `dest`; returns the number of bytes written.
+
+        A failure mid-stream raises: the caller must discard what was written.
+        """
+
+        async def run(services: _Services, deadline: float | None) -> int:
+            written = 0
+            async for chunk in services.maintenance.snapshot(timeout=deadline, max_attempts=1):
+                dest.write(chunk)
+                written += len(chunk)
+            return written
+
+        return self._call("snapshot", run, timeout)
+
+    def hash_kv(self, revision: int = 0) -> HashKV:
+        """Hash of the MVCC keyspace up to `revision` (0: latest), to compare members."""
+
+        async def run(services: _Services, deadline: float | None) -> HashKV:
+            response = await services.maintenance.hash_kv(
+                revision, timeout=deadline, max_attempts=1
+            )
+            return HashKV(
+                member_id=member_id_hex(response.header.member_id),
+                hash=response.hash,
+                revision=response.header.revision,
+                compact_revision=response.compact_revision,
+            )
+
+        return self._call("hash_kv", run)
+
+    def move_leader(self, target_id: str) -> None:
+        """Hand leadership to `target_id`; this endpoint must be the leader's."""
+        target = parse_member_id(target_id)
+
+        async def run(services: _Services, deadline: float | None) -> None:
+            await services.maintenance.move_leader(target, timeout=deadline, max_attempts=1)
+
+        self._call("move leader", run)
+
+
+class EtcdClient:
+    """The cluster as seen through the given endpoints; use as a context manager."""
+
+    def __init__(self, params: ConnectionParams):
+        params.validate()
+        self.params = params
+        self._runner = asyncio.Runner()
+        self._endpoints: dict[str, EndpointClient] = {}
+        self._token: str | None = None
+        self._authenticated = False
+        self._credentials_cache: grpc.ChannelCredentials | None = None
+
+    def __enter__(self) -> EtcdClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        async def close_all() -> None:
+            for endpoint in self._endpoints.values():
+                await endpoint._close()
+
+        try:
+            self._runner.run(close_all())
+        finally:
+            self._endpoints.clear()
+            self._runner.close()
+
+    # ---- plumbing ---------------------------------------------------------------------
+
+    def _credentials(self) -> grpc.ChannelCredentials:
+        if self._credentials_cache is None:
+            self._credentials_cache = grpc.ssl_channel_credentials(
+                root_certificates=_read(self.params.ca_cert),
+                private_key=_read(self.params.client_key),
+                certificate_chain=_read(self.params.client_cert),
+            )
+        return self._credentials_cache
+
+    def endpoint(self, url: str) -> EndpointClient:
+        """The client for one member's URL (a given endpoint or a member's client URL)."""
+        key = url.strip().rstrip("/")
+        if key not in self._endpoints:
+            self._endpoints[key] = EndpointClient(self, key)
+        return self._endpoints[key]
+
+    def _call(
+        self,
+        endpoint: EndpointClient,
+        operation: str,
+        fn: Callable[[_Services, float | None], Awaitable[T]],
+        timeout: float | None,
+        *,
+        authenticate: bool = True,
+    ) -> T:
+        deadline = self.params.timeout if timeout is None else timeout
+        for attempt in (1, 2):
+            if authenticate:
+                self._authenticate()
+            try:
+                return self._runner.run(self._bounded(endpoint, fn, deadline))
+            except Exception as exc:
+                error = translate(exc, endpoint=endpoint.url, operation=operation, timeout=deadline)
+                # Simple tokens live in each member's memory: one restarted since we logged
+                # in no longer knows ours. Log in again once.
+                if (
+                    attempt == 1
+                    and authenticate
+                    and self.params.user
+                    and isinstance(error, EtcdAuthError)
+                    and "invalid auth token" in error.message
+                ):
+                    self._authenticated = False
+                    self._token = None
+                    continue
+                raise error from exc
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    async def _bounded(
+        endpoint: EndpointClient,
+        fn: Callable[[_Services, float | None], Awaitable[T]],
+        deadline: float | None,
+    ) -> T:
+        services = await endpoint._open()
+        async with asyncio.timeout(deadline):
+            return await fn(services, deadline)
+
+    def _authenticate(self) -> None:
+        """Log in once per client with user/password, through the first endpoint that can."""
+        if self._authenticated or not self.params.user:
+            return
+        user, password = self.params.user, self.params.password or ""
+
+        async def login(services: _Services, deadline: float | None) -> str | None:
+            services.set_token(None)
+            try:
+                response = await services.auth.authenticate(
+                    user, password, timeout=deadline, max_attempts=1
+                )
+            except Exception as exc:
+                rpc = exc.__cause__ if isinstance(exc.__cause__, grpc.aio.AioRpcError) else exc
+                details = rpc.details() if isinstance(rpc, grpc.aio.AioRpcError) else ""
+                if details == "etcdserver: authentication is not enabled":
+                    return None
+                raise
+            return str(response.token)
+
+        token = self._on_cluster(
+            "authenticate", lambda ep: ep._call("authenticate", login, authenticate=False)
+        )
+        self._token = token
+        self._authenticated = True
+
+    def _on_cluster(
+        self, operation: str, fn: Callable[[EndpointClient], T], *, mutation: bool = False
+    ) -> T:
+        """Run `fn` on the first given endpoint that answers it."""
+        failures: list[EtcdModuleError] = []
+        for url in self.params.endpoints:
+            try:
+                return fn(self.endpoint(url))
+            except (EtcdUnreachableError, EtcdTimeoutError) as error:
+                if mutation and isinstance(error, EtcdTimeoutError):
+                    raise EtcdTimeoutError(
+                        f"{error.message}; the {operation} may or may not have been applied: "
+                        "check the member list before retrying",
+                        endpoint=error.endpoint,
+                    ) from error
+                failures.append(error)
+            except EtcdServerError as error:
+                if error.reason not in _TRY_NEXT_REASONS:
+                    raise
+                failures.append(error)
+        if len(failures) == 1:
+            raise failures[0]
+        reasons = {failure.reason for failure in failures}
+        raise EtcdUnreachableError(
+            f"{operation} failed on every endpoint: " + "; ".join(f.message for f in failures),
+            reason=reasons.pop() if len(reasons) == 1 else "Unreachable",
+        )
+
+    # ---- cluster-wide calls -----------------------------------------------------------
+
+    def member_list(self) -> list[Member]:
+        return self.cluster_members()[1]
+
+    def cluster_members(self) -> tuple[str, list[Member]]:
+        """(cluster ID as hex, members) from one linearizable member list."""
+
+        async def run(services: _Services, deadline: float | None) -> tuple[str, list[Member]]:
+            response = await services.cluster.member_list(timeout=deadline, max_attempts=1)
+            return member_id_hex(response.header.cluster_id), [_member(m) for m in response.members]
+
+        return self._on_cluster("member list", lambda ep: ep._call("member list", run))
+
+    def member_add(self, peer_urls: Sequence[str], *, learner: bool = False) -> Member:
+        urls = [parse_url(url, what="peer URL").url for url in peer_urls]
+        if not urls:
+            raise EtcdInputError("a member needs at least one peer URL")
+
+        async def run(services: _Services, deadline: float | None) -> Member:
+            response = await services.cluster.member_add(
+                urls, is_learner=learner, timeout=deadline, max_attempts=1
+            )
+            return _member(response.member)
+
+        return self._on_cluster("member add", lambda ep: ep._call("member add", run), mutation=True)
+
+    def member_remove(self, member_id: str) -> list[Member]:
+        return self._member_change("member remove", member_id, "member_remove")
+
+    def member_promote(self, member_id: str) -> list[Member]:
+        return self._member_change("member promote", member_id, "member_promote")
+
+    def member_update(self, member_id: str, peer_urls: Sequence[str]) -> list[Member]:
+        urls = [parse_url(url, what="peer URL").url for url in peer_urls]
+        if not urls:
+            raise EtcdInputError("a member needs at least one peer URL")
+        numeric = parse_member_id(member_id)
+
+        async def run(services: _Services, deadline: float | None) -> list[Member]:
+            response = await services.cluster.member_update(
+                numeric, urls, timeout=deadline, max_attempts=1
+            )
+            return [_member(m) for m in response.members]
+
+        return self._on_cluster(
+            "member update", lambda ep: ep._call("member update", run), mutation=True
+        )
+
+    def _member_change(self, operation: str, member_id: str, method: str) -> list[Member]:
+        numeric = parse_member_id(member_id)
+
+        async def run(services: _Services, deadline: float | None) -> list[Member]:
+            call = getattr(services.cluster, method)
+            response = await call(numeric, timeout=deadline, max_attempts=1)
+            return [_member(m) for m in response.members]
+
+        return self._on_cluster(operation, lambda ep: ep._call(operation, run), mutation=True)
+
+    def alarms(self) -> list[Alarm]:
+        async def run(services: _Services, deadline: float | None) -> list[Alarm]:
+            response = await services.maintenance.alarms(timeout=deadline, max_attempts=1)
+            return [_alarm(a) for a in response.alarms]
+
+        return self._on_cluster("alarm list", lambda ep: ep._call("alarm list", run))
+
+    def alarm_disarm(self, alarm: str = "NONE", member_id: str | None = None) -> list[Alarm]:
+        """Deactivate `alarm` (NOSPACE, CORRUPT; NONE: every kind) on one or all members."""
+        try:
+            alarm_type = AlarmType[alarm.upper()]
+        except KeyError as exc:
+            raise EtcdInputError(f"unknown alarm '{alarm}': use NOSPACE or CORRUPT") from exc
+        numeric = parse_member_id(member_id) if member_id else 0
+
+        async def run(services: _Services, deadline: float | None) -> list[Alarm]:
+            response = await services.maintenance.alarm_deactivate(
+                alarm_type, member_id=numeric, timeout=deadline, max_attempts=1
+            )
+            return [_alarm(a) for a in response.alarms]
+
+        return self._on_cluster(
+            "alarm disarm", lambda ep: ep._call("alarm disarm", run), mutation=True
+        )
+
+    def current_revision(self) -> int:
+        """The cluster's current MVCC revision (a linearizable read)."""
+
+        async def run(services: _Services, deadline: float | None) -> int:
+            response = await services.kv.get("\0", timeout=deadline, max_attempts=1)
+            return int(response.header.revision)
+
+        return self._on_cluster("read revision", lambda ep: ep._call("read revision", run))
+
+    def compact(
+        self, revision: int, *, physical: bool = True, timeout: float | None = None
+    ) -> None:
+        async def run(services: _Services, deadline: float | None) -> None:
+            await services.kv.compact(revision, physical=physical, timeout=deadline, max_attempts=1)
+
+        self._on_cluster("compact", lambda ep: ep._call("compact", run, timeout), mutation=True)
+
+    def downgrade(self, action: str, version: str) -> str:
+        """Downgrade validate|enable|cancel (etcd >= 3.6); returns the server's version."""
+        if action not in DOWNGRADE_ACTIONS:
+            raise EtcdInputError(f"downgrade action must be one of {sorted(DOWNGRADE_ACTIONS)}")
+
+        async def run(services: _Services, deadline: float | None) -> str:
+            response = await services.maintenance.downgrade(
+                DOWNGRADE_ACTIONS[action], version, timeout=deadline, max_attempts=1
+            )
+            return str(response.version)
+
+        return self._on_cluster(
+            f"downgrade {action}", lambda ep: ep._call(f"downgrade {action}", run), mutation=True
+        )
+
+    def statuses(self, urls: Sequence[str]) -> list[EndpointStatus]:
+        """Status of each URL, queried in parallel. An endpoint that does not answer (or
+        answers with an etcd error) gives an unhealthy entry whose `errors` say why; only
+        bad input or an auth failure raises."""
+        self._authenticate()
+        endpoints = [self.endpoint(url) for url in urls]
+
+        async def gather() -> list[EndpointStatus | BaseException]:
+            async def one(endpoint: EndpointClient) -> EndpointStatus:
+                return await self._bounded(
+                    endpoint, lambda _s, t: endpoint._status(t), self.params.timeout
+                )
+
+            return await asyncio.gather(*(one(ep) for ep in endpoints), return_exceptions=True)
+
+        results: list[EndpointStatus] = []
+        for endpoint, outcome in zip(endpoints, self._runner.run(gather()), strict=True):
+            if isinstance(outcome, EndpointStatus):
+                results.append(outcome)
+                continue
+            error = translate(
+                outcome, endpoint=endpoint.url, operation="status", timeout=self.params.timeout
+            )
+            if isinstance(error, EtcdAuthError | EtcdInputError):
+                raise error from outcome
+            results.append(
+                EndpointStatus(endpoint=endpoint.url, healthy=False, errors=[error.message])
+            )
+        return results
+
+
+def _alarm(pb: object) -> Alarm:
+    kind = pb.alarm  # type: ignore[attr-defined]
+    name = AlarmType(kind).name if kind in AlarmType._value2member_map_ else str(kind)
+    return Alarm(member_id=member_id_hex(pb.memberID), alarm=name)  # type: ignore[attr-defined]
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()

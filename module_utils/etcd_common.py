@@ -1,0 +1,206 @@
+"""Shared option spec, input validation and the plain data the etcd client returns.
+
+Member IDs are lowercase hex strings everywhere (the format etcdctl prints), so a value copied
+from `etcdctl member list` can be given to a module and vice versa.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ansible.module_utils.etcd_errors import EtcdInputError
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def connection_argument_spec() -> dict[str, Any]:
+    """The connection options every etcd module accepts (documented in the
+    `etcd_connection` doc fragment)."""
+    return {
+        "endpoints": {"type": "list", "elements": "str", "required": True},
+        "ca_cert": {"type": "path"},
+        "client_cert": {"type": "path"},
+        "client_key": {"type": "path", "no_log": False},
+        "user": {"type": "str"},
+        "password": {"type": "str", "no_log": True},
+        "timeout": {"type": "float", "default": DEFAULT_TIMEOUT},
+    }
+
+
+def connection_required_together() -> list[list[str]]:
+    """`required_together` for AnsibleModule: a client cert needs its key, a user a password."""
+    return [["client_cert", "client_key"], ["user", "password"]]
+
+
+def member_id_hex(member_id: int) -> str:
+    return format(member_id, "x")
+
+
+def parse_member_id(value: str) -> int:
+    try:
+        parsed = int(value, 16)
+    except ValueError:
+        raise EtcdInputError(
+            f"member ID '{value}' is not a hex number like 8e9e05c52164694d"
+        ) from None
+    if parsed <= 0 or parsed >= 1 << 64:
+        raise EtcdInputError(f"member ID '{value}' is out of range")
+    return parsed
+
+
+@dataclass(frozen=True)
+class ParsedURL:
+    url: str
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def target(self) -> str:
+        """host:port as gRPC wants it (IPv6 literals keep their brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def secure(self) -> bool:
+        return self.scheme == "https"
+
+
+def parse_url(url: str, *, what: str) -> ParsedURL:
+    """Validate an http(s)://host:port URL; `what` names it in the error message."""
+    example = f"{what} '{url}' is not a URL like https://10.0.0.1:2379"
+    if not isinstance(url, str) or not url.strip():
+        raise EtcdInputError(f"{what} must be a non-empty URL like https://10.0.0.1:2379")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise EtcdInputError(f"{example}: {exc}") from exc
+    if parts.scheme not in ("http", "https"):
+        raise EtcdInputError(f"{example}: the scheme must be http or https")
+    if not parts.hostname:
+        raise EtcdInputError(f"{example}: it has no host")
+    if port is None:
+        raise EtcdInputError(f"{example}: it has no port")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise EtcdInputError(f"{example}: it must not have a path, query or fragment")
+    return ParsedURL(url=url.strip(), scheme=parts.scheme, host=parts.hostname, port=port)
+
+
+def normalize_url(url: str) -> str:
+    """Canonical form for comparing URLs (trailing slash, case of scheme and host)."""
+    parsed = parse_url(url, what="URL")
+    return f"{parsed.scheme}://{parsed.target.lower()}"
+
+
+@dataclass(frozen=True)
+class ConnectionParams:
+    endpoints: tuple[str, ...]
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    user: str | None = None
+    password: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def from_module_params(cls, params: dict[str, Any]) -> ConnectionParams:
+        """Build from AnsibleModule.params and validate; raises EtcdInputError."""
+        connection = cls(
+            endpoints=tuple(params.get("endpoints") or ()),
+            ca_cert=params.get("ca_cert"),
+            client_cert=params.get("client_cert"),
+            client_key=params.get("client_key"),
+            user=params.get("user"),
+            password=params.get("password"),
+            timeout=float(params.get("timeout") or DEFAULT_TIMEOUT),
+        )
+        connection.validate()
+        return connection
+
+    def validate(self) -> None:
+        if not self.endpoints:
+            raise EtcdInputError("endpoints must list at least one client URL")
+        parsed = [parse_url(endpoint, what="endpoint") for endpoint in self.endpoints]
+        tls_files = self.ca_cert or self.client_cert
+        plain = [p.url for p in parsed if not p.secure]
+        if tls_files and plain:
+            raise EtcdInputError(
+                f"ca_cert/client_cert are given but endpoint {plain[0]} uses http://: "
+                "a TLS cluster is reached through https:// endpoints"
+            )
+        if (self.client_cert is None) != (self.client_key is None):
+            raise EtcdInputError("client_cert and client_key must be given together")
+        if (self.user is None) != (self.password is None):
+            raise EtcdInputError("user and password must be given together")
+        if self.timeout <= 0:
+            raise EtcdInputError(f"timeout must be positive, got {self.timeout}")
+        for option in ("ca_cert", "client_cert", "client_key"):
+            path = getattr(self, option)
+            if path is not None:
+                try:
+                    with open(path, "rb"):
+                        pass
+                except OSError as exc:
+                    raise EtcdInputError(f"{option} '{path}' cannot be read: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Member:
+    id: str
+    name: str
+    peer_urls: list[str] = field(default_factory=list)
+    client_urls: list[str] = field(default_factory=list)
+    is_learner: bool = False
+
+    @property
+    def started(self) -> bool:
+        """A member added but never started has no name and no client URLs yet."""
+        return bool(self.name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """One endpoint's answer to Maintenance.Status, or why it did not answer."""
+
+    endpoint: str
+    healthy: bool
+    member_id: str | None = None
+    version: str | None = None
+    db_size: int | None = None
+    db_size_in_use: int | None = None
+    leader: str | None = None
+    raft_index: int | None = None
+    raft_applied_index: int | None = None
+    raft_term: int | None = None
+    is_learner: bool | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    member_id: str
+    alarm: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class HashKV:
+    member_id: str
+    hash: int
+    revision: int
+    compact_revision: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

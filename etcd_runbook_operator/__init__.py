@@ -1,0 +1,1 @@
+"""The thin watcher of the etcd runbook operator: Kubernetes events in, ansible-runner runs out."""

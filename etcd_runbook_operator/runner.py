@@ -1,0 +1,226 @@
+"""One playbook run through ansible-runner, with the watcher's safety rules around it.
+
+* A fresh private data dir per run (mode 0700, outside the artifacts dir, deleted afterwards)
+  holds env/extravars and env/envvars, so variables never reach a command line or artifact.
+* Artifacts go to <artifacts>/<kind>/<namespace>/<name>/<ident>; the `command` file that
+  ansible-runner writes there (it holds the whole process environment) is reduced to the command
+  and cwd; only the newest `keep` runs are kept.
+* Stopping is cooperative: the ero_task_boundary callback exits at the next task boundary when
+  the run's stop file exists (soft timeout, shutdown after the grace period, lost leadership).
+  Only past the hard deadline does ansible-runner's cancel (SIGKILL of the process group) apply.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import yaml
+
+from .ansible_callbacks.ero_task_boundary import STOPPED_RC
+from .config import Target
+
+log = logging.getLogger(__name__)
+
+CALLBACK_DIR = Path(__file__).resolve().parent / "ansible_callbacks"
+
+
+@dataclass
+class RunResult:
+    status: str  # successful | failed | timeout | stopped | canceled
+    rc: int
+    duration: float
+    artifact_dir: Path
+    stats: dict[str, Any] = field(default_factory=dict)
+    failed_task: str | None = None
+    failed_msg: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+
+@dataclass
+class _ActiveRun:
+    stop_file: Path
+    hard_cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class _EventCollector:
+    """Picks the facts the watcher needs out of ansible-runner's event stream."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, Any] = {}
+        self.failed_task: str | None = None
+        self.failed_msg: str | None = None
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        kind = event.get("event")
+        if kind == "playbook_on_stats":
+            self.stats = data.get("artifact_data") or {}
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
+            "ignore_errors"
+        ):
+            res = data.get("res") or {}
+            self.failed_task = data.get("task")
+            self.failed_msg = str(res.get("msg") or res.get("stderr") or "task failed")
+        return True
+
+
+class PlaybookRunner:
+    def __init__(
+        self,
+        project_dir: Path,
+        artifacts_dir: Path,
+        extra_env: dict[str, str] | None = None,
+        hard_kill_after: float = 60.0,
+    ) -> None:
+        self.project_dir = project_dir
+        self.artifacts_dir = artifacts_dir
+        self.extra_env = dict(extra_env or {})
+        self.hard_kill_after = hard_kill_after
+        self._active: dict[int, _ActiveRun] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+
+    def stop_all_at_task_boundary(self) -> int:
+        """Ask every run in flight to stop before its next task; returns how many."""
+        with self._lock:
+            runs = list(self._active.values())
+        for run in runs:
+            run.stop_file.touch()
+        return len(runs)
+
+    def kill_all(self) -> None:
+        """Last resort: ansible-runner SIGKILLs the process groups (mid-module)."""
+        with self._lock:
+            for run in self._active.values():
+                run.hard_cancel.set()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._active)
+
+    def _envvars(self, stop_file: Path) -> dict[str, str]:
+        env = {
+            "ANSIBLE_CONFIG": str(self.project_dir / "ansible.cfg"),
+            "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACK_DIR),
+            "ANSIBLE_CALLBACKS_ENABLED": "ero_task_boundary",
+            "ANSIBLE_NO_TARGET_SYSLOG": "True",
+            "ANSIBLE_DISPLAY_ARGS_TO_STDOUT": "False",
+            "ANSIBLE_RETRY_FILES_ENABLED": "False",
+            "ANSIBLE_NOCOLOR": "True",
+            "ERO_STOP_FILE": str(stop_file),
+            # ansible-playbook lives next to our interpreter (venv or image), maybe not on PATH.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
+        env.update(self.extra_env)
+        return env
+
+    @staticmethod
+    def _role_playbook(pdd: Path, role: str) -> Path:
+        play = [
+            {
+                "name": f"Run role {role}",
+                "hosts": "localhost",
+                "connection": "local",
+                "gather_facts": False,
+                "tasks": [{"ansible.builtin.import_role": {"name": role}}],
+            }
+        ]
+        path = pdd / "role-playbook.yml"
+        path.write_text(yaml.safe_dump(play))
+        return path
+
+    def run(
+        self,
+        target: Target,
+        extravars: dict[str, Any],
+        artifact_parent: Path,
+        keep: int,
+        timeout: float,
+    ) -> RunResult:
+        ident = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        ident += f"-{next(self._ids)}"
+        artifact_parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        pdd = Path(tempfile.mkdtemp(prefix="ero-run-"))
+        active = _ActiveRun(stop_file=pdd / "stop")
+        run_id = id(active)
+        with self._lock:
+            self._active[run_id] = active
+        soft = threading.Timer(timeout, active.stop_file.touch)
+        soft.daemon = True
+        collector = _EventCollector()
+        started = time.monotonic()
+        try:
+            playbook = target.playbook or self._role_playbook(pdd, str(target.role))
+            soft.start()
+            r = ansible_runner.run(
+                private_data_dir=str(pdd),
+                artifact_dir=str(artifact_parent),
+                ident=ident,
+                project_dir=str(self.project_dir),
+                playbook=str(playbook),
+                extravars=extravars,
+                envvars=self._envvars(active.stop_file),
+                quiet=True,
+                timeout=int(timeout + self.hard_kill_after),
+                cancel_callback=active.hard_cancel.is_set,
+                event_handler=collector,
+                rotate_artifacts=0,
+            )
+            status, rc = str(r.status), int(r.rc if r.rc is not None else -1)
+        finally:
+            soft.cancel()
+            stopped = active.stop_file.exists()
+            with self._lock:
+                self._active.pop(run_id, None)
+            shutil.rmtree(pdd, ignore_errors=True)
+        duration = time.monotonic() - started
+        if rc == STOPPED_RC and stopped:
+            status = "stopped"
+        artifact_dir = artifact_parent / ident
+        scrub_artifacts(artifact_dir)
+        rotate_artifacts(artifact_parent, keep)
+        return RunResult(
+            status=status,
+            rc=rc,
+            duration=duration,
+            artifact_dir=artifact_dir,
+            stats=collector.stats,
+            failed_task=collector.failed_task,
+            failed_msg=collector.failed_msg,
+        )
+
+
+def scrub_artifacts(artifact_dir: Path) -> None:
+    """Drop the process environment ansible-runner records in the `command` artifact."""
+    command_file = artifact_dir / "command"
+    if command_file.exists():
+        try:
+            data = json.loads(command_file.read_text())
+        except ValueError:
+            data = {}
+        command_file.write_text(
+            json.dumps({"command": data.get("command"), "cwd": data.get("cwd")})
+        )
+
+
+def rotate_artifacts(artifact_parent: Path, keep: int) -> None:
+    """Keep the `keep` newest run directories (idents sort by start time)."""
+    runs = sorted(p for p in artifact_parent.iterdir() if p.is_dir())
+    for old in runs[: max(0, len(runs) - keep)]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,257 @@
+"""The EtcdCluster CRD: a structural schema whose defaults, patterns and columns say what
+docs/api.md says. CEL rules need an API server: tests/cluster/test_crd_validation.py."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_PATH = ROOT / "config/crd/bases/etcd.runbook.io_etcdclusters.yaml"
+SAMPLE_PATH = ROOT / "config/samples/etcd_v1alpha1_etcdcluster.yaml"
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_PATH.read_text())
+
+
+@pytest.fixture(scope="module")
+def schema(crd) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def child_schemas(node: dict[str, Any], path: str):
+    for name, sub in node.get("properties", {}).items():
+        yield f"{path}.{name}", sub
+    if isinstance(node.get("items"), dict):
+        yield f"{path}[]", node["items"]
+    if isinstance(node.get("additionalProperties"), dict):
+        yield f"{path}{{}}", node["additionalProperties"]
+
+
+def walk(node: dict[str, Any], path: str = ""):
+    yield path, node
+    for sub_path, sub in child_schemas(node, path):
+        yield from walk(sub, sub_path)
+
+
+def apply_defaults(node: dict[str, Any], value: Any) -> Any:
+    """The API server's defaulting: a missing property with a default gets it, then defaulting
+    goes on inside it (so `default: {}` on an object fills that object's own defaults)."""
+    if not isinstance(value, dict) or node.get("type") != "object":
+        return value
+    out = copy.deepcopy(value)
+    for name, sub in node.get("properties", {}).items():
+        if name not in out and "default" in sub:
+            out[name] = copy.deepcopy(sub["default"])
+        if name in out:
+            out[name] = apply_defaults(sub, out[name])
+    return out
+
+
+def validate(schema: dict[str, Any], obj: Any) -> list[str]:
+    """OpenAPI v3 schema checks (type, bounds, pattern, enum) with jsonschema; the x-kubernetes
+    keys are unknown to it and ignored, as the API server's CEL rules are."""
+    validator = jsonschema.Draft4Validator(schema)
+    return [
+        "spec" + "".join(f".{p}" for p in list(e.absolute_path)[1:]) + ": " + e.message
+        for e in validator.iter_errors(obj)
+    ]
+
+
+def test_names_group_and_scope(crd):
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == "etcdclusters.etcd.runbook.io"
+    assert spec["group"] == "etcd.runbook.io"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "EtcdCluster"
+    assert spec["names"]["plural"] == "etcdclusters"
+    assert spec["names"]["shortNames"] == ["etcd"]
+    assert [v["name"] for v in spec["versions"]] == ["v1alpha1"]
+    assert spec["versions"][0]["served"] and spec["versions"][0]["storage"]
+
+
+def test_schema_is_structural(schema):
+    """The rules of a structural schema the API server enforces (apiextensions v1)."""
+    problems = []
+    for path, node in walk(schema):
+        free_form = node.get("x-kubernetes-preserve-unknown-fields") is True
+        int_or_string = node.get("x-kubernetes-int-or-string") is True
+        if "type" not in node and not int_or_string and not free_form:
+            problems.append(f"{path or '<root>'}: no type")
+        if "anyOf" in node and not int_or_string:
+            problems.append(f"{path}: anyOf outside int-or-string")
+        if "properties" in node and "additionalProperties" in node:
+            problems.append(f"{path}: both properties and additionalProperties")
+        for key in node.get("required", []):
+            if key not in node.get("properties", {}):
+                problems.append(f"{path}: required {key} is not a property")
+        for key in node.get("x-kubernetes-list-map-keys", []):
+            if key not in node["items"].get("required", []):
+                problems.append(f"{path}: list map key {key} must be required")
+    assert schema["properties"]["metadata"] == {"type": "object"}
+    assert problems == []
+
+
+def test_every_default_satisfies_its_own_schema(schema):
+    defaults = [(path, node) for path, node in walk(schema) if "default" in node]
+    assert len(defaults) >= 10
+    for path, node in defaults:
+        errors = list(jsonschema.Draft4Validator(node).iter_errors(node["default"]))
+        assert errors == [], f"{path}: default {node['default']!r}: {errors}"
+
+
+def test_empty_spec_gets_every_default(schema):
+    defaulted = apply_defaults(schema, {"spec": {}})
+    assert defaulted["spec"] == {
+        "size": 3,
+        "version": "3.6.16",
+        "repository": "gcr.io/etcd-development/etcd",
+        "storage": {"size": "1Gi"},
+        "tls": {"enabled": True},
+        "pod": {"antiAffinity": "preferred"},
+        "paused": False,
+    }
+    assert validate(schema, defaulted) == []
+
+
+def test_default_version_is_the_newest_supported_3_6(schema):
+    supported = subprocess.run(
+        [str(ROOT / "hack/etcd-bin"), "--supported"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
+    newest_36 = max(
+        (v for v in supported if v.startswith("3.6.")),
+        key=lambda v: tuple(int(p) for p in v.split(".")),
+    )
+    assert schema["properties"]["spec"]["properties"]["version"]["default"] == newest_36
+    pattern = schema["properties"]["spec"]["properties"]["version"]["pattern"]
+    assert all(re.search(pattern, v) for v in supported)
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"size": 0}, "spec.size: 0 is less than the minimum of 1"),
+        ({"size": 10}, "spec.size: 10 is greater than the maximum of 9"),
+        ({"size": "3"}, "spec.size: '3' is not of type 'integer'"),
+        ({"version": "latest"}, "spec.version: 'latest' does not match"),
+        ({"version": "3.7.0"}, "spec.version: '3.7.0' does not match"),
+        ({"version": "v3.5.1"}, "spec.version: 'v3.5.1' does not match"),
+        ({"version": "3.5"}, "spec.version: '3.5' does not match"),
+        ({"repository": "quay.io/coreos/etcd:v3.5.0"}, "spec.repository: "),
+        ({"repository": "Quay.io/etcd"}, "spec.repository: "),
+        ({"storage": {"size": "1 Gi"}}, "spec.storage.size: '1 Gi' does not match"),
+        ({"storage": {"size": "-1Gi"}}, "spec.storage.size: '-1Gi' does not match"),
+        ({"storage": {"size": "1GB"}}, "spec.storage.size: '1GB' does not match"),
+        ({"pod": {"antiAffinity": "always"}}, "spec.pod.antiAffinity: 'always' is not one of"),
+        ({"tls": {"secrets": {"peer": "p", "server": "s"}}}, "spec.tls.secrets: 'client' is a"),
+        ({"paused": "yes"}, "spec.paused: 'yes' is not of type 'boolean'"),
+    ],
+)
+def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
+    errors = validate(schema, apply_defaults(schema, {"spec": spec}))
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(error), errors
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"size": 1},
+        {"size": 9, "version": "3.4.31"},
+        {"version": "3.5.35", "repository": "registry.local:5000/mirror/etcd"},
+        {"storage": {"size": "512Mi", "storageClassName": "fast"}},
+        {"storage": {"size": "1.5Gi"}},
+        {"tls": {"enabled": False}},
+        {"tls": {"secrets": {"peer": "p", "server": "s", "client": "c"}}},
+        {
+            "pod": {
+                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1}},
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "etcd", "operator": "Exists", "effect": "NoSchedule"}],
+                "labels": {"team": "platform"},
+                "annotations": {"note": "x"},
+                "priorityClassName": "system-cluster-critical",
+                "antiAffinity": "required",
+                "affinity": {"nodeAffinity": {"anything": "kept"}},
+            }
+        },
+    ],
+)
+def test_good_spec_is_accepted(schema, spec):
+    assert validate(schema, apply_defaults(schema, {"spec": spec})) == []
+
+
+def resolves(schema: dict[str, Any], json_path: str) -> bool:
+    node = schema
+    for part in json_path.lstrip(".").split("."):
+        node = node.get("properties", {}).get(part)
+        if node is None:
+            return False
+    return True
+
+
+def test_printer_columns(crd, schema):
+    columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns] == ["Size", "Ready", "Version", "Phase", "Age"]
+    for column in columns:
+        if column["jsonPath"] != ".metadata.creationTimestamp":
+            assert resolves(schema, column["jsonPath"]), column
+
+
+def test_status_and_scale_subresources(crd, schema):
+    subresources = crd["spec"]["versions"][0]["subresources"]
+    assert subresources["status"] == {}
+    scale = subresources["scale"]
+    assert scale == {
+        "specReplicasPath": ".spec.size",
+        "statusReplicasPath": ".status.size",
+        "labelSelectorPath": ".status.selector",
+    }
+    for path in scale.values():
+        assert resolves(schema, path), path
+    assert schema["properties"]["status"]["properties"]["selector"]["type"] == "string"
+
+
+def test_status_carries_the_role_contract(schema):
+    status = schema["properties"]["status"]["properties"]
+    for key in ("phase", "members", "readyMembers", "size", "currentVersion", "clusterID"):
+        assert key in status
+    for key in ("leader", "observedGeneration", "conditions", "selector"):
+        assert key in status
+    member = status["members"]["items"]["properties"]
+    assert set(member) == {"name", "id", "peerURL", "clientURL", "ready", "learner", "version"}
+    condition = status["conditions"]["items"]["properties"]
+    assert set(condition) == {
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastTransitionTime",
+        "observedGeneration",
+    }
+
+
+def test_sample_is_valid_and_uses_the_default_version(schema):
+    sample = yaml.safe_load(SAMPLE_PATH.read_text())
+    assert sample["apiVersion"] == "etcd.runbook.io/v1alpha1"
+    assert sample["kind"] == "EtcdCluster"
+    assert sample["metadata"]["name"] == "example"
+    assert sample["spec"]["size"] == 3
+    assert sample["spec"]["tls"]["enabled"] is True
+    version_default = schema["properties"]["spec"]["properties"]["version"]["default"]
+    assert sample["spec"]["version"] == version_default
+    assert validate(schema, apply_defaults(schema, sample)) == []

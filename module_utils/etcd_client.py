@@ -14,13 +14,12 @@ module as an `EtcdModuleError` with a message a person can act on.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TypeVar
 
-import grpc
-import grpc.aio
 from ansible.module_utils.etcd_common import (
     Alarm,
     ConnectionParams,
@@ -40,21 +39,25 @@ from ansible.module_utils.etcd_errors import (
     EtcdUnreachableError,
     translate,
 )
-from etcd3aio.auth import AuthService
-from etcd3aio.cluster import ClusterService
-from etcd3aio.kv import KVService
-from etcd3aio.maintenance import AlarmType, DowngradeAction, MaintenanceService
+
+try:
+    import grpc
+    import grpc.aio
+    from etcd3aio.auth import AuthService
+    from etcd3aio.cluster import ClusterService
+    from etcd3aio.kv import KVService
+    from etcd3aio.maintenance import AlarmType, DowngradeAction, MaintenanceService
+except ImportError as exc:  # reported by EtcdClient(), where a module can fail_json on it
+    IMPORT_ERROR: ImportError | None = exc
+else:
+    IMPORT_ERROR = None
 
 T = TypeVar("T")
 
 # Answers from one endpoint that say "ask another one" for a cluster-wide call.
 _TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader"}
 
-DOWNGRADE_ACTIONS = {
-    "validate": DowngradeAction.VALIDATE,
-    "enable": DowngradeAction.ENABLE,
-    "cancel": DowngradeAction.CANCEL,
-}
+DOWNGRADE_ACTIONS = ("validate", "enable", "cancel")
 
 
 def _member(pb: object) -> Member:
@@ -203,6 +206,12 @@ class EtcdClient:
     """The cluster as seen through the given endpoints; use as a context manager."""
 
     def __init__(self, params: ConnectionParams):
+        if IMPORT_ERROR is not None:
+            raise EtcdModuleError(
+                f"the Python library etcd3aio (and grpcio) is needed on the host running the "
+                f"module, for {sys.executable}: pip install etcd3aio==0.3.0 ({IMPORT_ERROR})",
+                reason="MissingLibrary",
+            )
         params.validate()
         self.params = params
         self._runner = asyncio.Runner()
@@ -455,7 +464,7 @@ class EtcdClient:
 
         async def run(services: _Services, deadline: float | None) -> str:
             response = await services.maintenance.downgrade(
-                DOWNGRADE_ACTIONS[action], version, timeout=deadline, max_attempts=1
+                DowngradeAction[action.upper()], version, timeout=deadline, max_attempts=1
             )
             return str(response.version)
 

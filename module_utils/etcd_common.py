@@ -91,8 +91,12 @@ def parse_url(url: str, *, what: str) -> ParsedURL:
 
 
 def normalize_url(url: str) -> str:
-    """Canonical form for comparing URLs (trailing slash, case of scheme and host)."""
-    parsed = parse_url(url, what="URL")
+    """Canonical form for comparing URLs (trailing slash, case of scheme and host); URLs
+    this layer does not accept as input (unix://) compare as they are."""
+    try:
+        parsed = parse_url(url, what="URL")
+    except EtcdInputError:
+        return url.strip().rstrip("/").lower()
     return f"{parsed.scheme}://{parsed.target.lower()}"
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
-
 
 class EtcdModuleError(Exception):
     """A failure explained in `message`; `reason` is a short machine-readable word."""
@@ -188,11 +186,12 @@ def _unreachable_explanation(details: str, endpoint: str) -> tuple[str, str]:
     return "Unreachable", "cannot connect"
 
 
-def _rpc_error_of(exc: BaseException) -> grpc.aio.AioRpcError | None:
-    """The gRPC error behind `exc` (etcd3aio wraps some codes in its own classes)."""
+def _rpc_error_of(exc: BaseException) -> Any:
+    """The gRPC error behind `exc` (etcd3aio wraps some codes in its own classes). Found by
+    shape, so this module imports without grpc and can explain that it is missing."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, grpc.aio.AioRpcError):
+        if callable(getattr(seen, "code", None)) and callable(getattr(seen, "details", None)):
             return seen
         seen = seen.__cause__
     return None
@@ -216,7 +215,7 @@ def translate(
     rpc = _rpc_error_of(exc)
     if rpc is None:
         return EtcdModuleError(f"{operation} at {endpoint} failed: {exc}", endpoint=endpoint)
-    code = rpc.code()
+    code = rpc.code().name
     details = (rpc.details() or "").strip()
     if is_etcd_message(details):
         known = KNOWN_ETCD_ERRORS.get(details)
@@ -232,23 +231,23 @@ def translate(
         if reason in _AUTH_REASONS:
             return EtcdAuthError(message, endpoint=endpoint, reason=reason)
         return EtcdServerError(message, etcd_message=details, endpoint=endpoint, reason=reason)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    if code == "DEADLINE_EXCEEDED":
         return EtcdTimeoutError(
             f"{operation} at {endpoint} timed out after {timeout}s (no answer in time)",
             endpoint=endpoint,
         )
-    if code == grpc.StatusCode.UNAVAILABLE:
+    if code == "UNAVAILABLE":
         reason, why = _unreachable_explanation(details, endpoint)
         return EtcdUnreachableError(
             f"cannot reach etcd at {endpoint}: {why} [gRPC: {details}]",
             endpoint=endpoint,
             reason=reason,
         )
-    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+    if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
         return EtcdAuthError(
-            f"{operation} at {endpoint} was rejected: {details or code.name}", endpoint=endpoint
+            f"{operation} at {endpoint} was rejected: {details or code}", endpoint=endpoint
         )
-    if code == grpc.StatusCode.UNIMPLEMENTED:
+    if code == "UNIMPLEMENTED":
         return EtcdServerError(
             f"{operation} is not supported by the etcd server at {endpoint} (too old a "
             f"version?): {details}",
@@ -257,5 +256,5 @@ def translate(
             reason="Unsupported",
         )
     return EtcdModuleError(
-        f"{operation} at {endpoint} failed: {code.name}: {details}", endpoint=endpoint
+        f"{operation} at {endpoint} failed: {code}: {details}", endpoint=endpoint
     )

@@ -1,0 +1,342 @@
+#!/usr/bin/python
+"""Ansible module: one etcd member present (learner or voter) or absent, safely."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_member
+short_description: Add, promote, update or remove one etcd cluster member, safely
+description:
+  - Makes one etcd member present (as a learner or a voting member) or absent, over the etcd
+    v3 API, one membership change at a time.
+  - O(state=present) adds the member when no member has its name or one of its peer URLs
+    (as a learner with O(learner=true), else as a voting member), updates its peer URLs when
+    they differ, and promotes an existing learner when O(learner=false). A member that was
+    added but has not started yet has no name in etcd; it is found by its peer URLs.
+  - Promotion is retried while etcd answers that the learner has not caught up with the
+    leader, until O(promote_timeout) runs out.
+  - O(state=absent) removes the member. When it is the leader, leadership first moves to the
+    healthy voting member furthest along the raft log, then the member is removed.
+  - Refuses, without changing anything, a second learner (etcd allows one), any change while
+    the cluster has no quorum, and unless O(force=true) removing a voting member from a
+    cluster of two voting members or when the remaining healthy voting members would fall
+    below the quorum of the smaller cluster.
+  - An absent member with O(state=absent) is not an error - nothing changes and RV(msg) says
+    that no such member exists.
+  - O(learner=true) never demotes an existing voting member; that case reports no change and
+    a warning.
+version_added: "0.1.0"
+author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_connection
+options:
+  name:
+    description:
+      - Name of the member (its etcd C(--name)).
+    type: str
+    required: true
+  peer_urls:
+    description:
+      - Peer URLs of the member. Needed to add a member; when given for an existing member,
+        its peer URLs are updated to exactly this list.
+      - With O(state=absent), used to find a member that was added but never started.
+    type: list
+    elements: str
+    default: []
+  learner:
+    description:
+      - Add the member as a learner (non-voting). With V(false), a learner is promoted to a
+        voting member.
+    type: bool
+    default: false
+  state:
+    description:
+      - Whether the member should be in the cluster.
+    type: str
+    choices: [present, absent]
+    default: present
+  force:
+    description:
+      - Remove the member even when the quorum safety checks refuse it. Data safety then
+        rests with you.
+    type: bool
+    default: false
+  promote_timeout:
+    description:
+      - Seconds to keep retrying a promotion that etcd refuses because the learner has not
+        caught up with the leader yet.
+    type: float
+    default: 120.0
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - Start a newly added member with C(--initial-cluster-state=existing) and an empty data
+    directory.
+"""
+
+EXAMPLES = r"""
+- name: Add etcd-3 as a learner
+  etcd_member:
+    name: etcd-3
+    peer_urls: ["https://etcd-3.etcd.prod.svc:2380"]
+    learner: true
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+    ca_cert: /etc/etcd/pki/ca.crt
+    client_cert: /etc/etcd/pki/client.crt
+    client_key: /etc/etcd/pki/client.key
+
+- name: Promote etcd-3 once it has caught up (retried for up to 5 minutes)
+  etcd_member:
+    name: etcd-3
+    learner: false
+    promote_timeout: 300
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+    ca_cert: /etc/etcd/pki/ca.crt
+
+- name: Remove the failed member etcd-1 (leadership moves away first if it leads)
+  etcd_member:
+    name: etcd-1
+    state: absent
+    endpoints: ["http://10.0.0.10:2379", "http://10.0.0.12:2379"]
+"""
+
+RETURN = r"""
+member:
+  description:
+    - The member after the change (for O(state=absent), the member that was removed).
+    - Absent when no such member exists and O(state=absent).
+  returned: when the member exists or was added
+  type: dict
+  contains:
+    id:
+      description: Member ID as lowercase hex, as C(etcdctl member list) prints it.
+      type: str
+      sample: 8e9e05c52164694d
+    name:
+      description: Member name; empty until the member has started.
+      type: str
+    peer_urls:
+      description: Peer URLs.
+      type: list
+      elements: str
+    client_urls:
+      description: Client URLs; empty until the member has started.
+      type: list
+      elements: str
+    is_learner:
+      description: Whether the member is a learner.
+      type: bool
+members:
+  description: Every member after the change (predicted in check mode), same keys as RV(member).
+  returned: always
+  type: list
+  elements: dict
+msg:
+  description: What was done, or why nothing needed doing.
+  returned: always
+  type: str
+  sample: promoted etcd-3 (8e9e05c52164694d)
+steps:
+  description: The membership steps taken (or that check mode would take), in order.
+  returned: always
+  type: list
+  elements: str
+  sample: [move_leader, remove]
+retries:
+  description: How many times the promotion was retried because the learner had not caught up.
+  returned: always
+  type: int
+  sample: 3
+leader_moved_to:
+  description: The member that took over leadership before the leader was removed.
+  returned: when the removed member was the leader
+  type: dict
+reason:
+  description: A short word for the failure (for example V(Refused), V(Unreachable), V(TLSError)).
+  returned: failed
+  type: str
+  sample: Refused
+"""
+
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import (
+    ConnectionParams,
+    Member,
+    connection_argument_spec,
+    connection_required_together,
+    parse_url,
+)
+from ansible.module_utils.etcd_errors import (
+    EtcdModuleError,
+    EtcdServerError,
+    EtcdTimeoutError,
+    EtcdUnreachableError,
+)
+from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
+from ansible.module_utils.etcd_membership import MemberPlan, describe, plan_absent, plan_present
+
+PROMOTE_RETRY_SECONDS = 1.0
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "name": {"type": "str", "required": True},
+        "peer_urls": {"type": "list", "elements": "str", "default": []},
+        "learner": {"type": "bool", "default": False},
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "force": {"type": "bool", "default": False},
+        "promote_timeout": {"type": "float", "default": 120.0},
+        **connection_argument_spec(),
+    }
+
+
+def membership_text(members: list[Member]) -> str:
+    """One line per member, sorted, for --diff."""
+    lines = sorted(
+        f"{m.name or '(not started)'} id={m.id} peer_urls={','.join(sorted(m.peer_urls))} "
+        f"{'learner' if m.is_learner else 'voter'}"
+        for m in members
+    )
+    return "".join(line + "\n" for line in lines)
+
+
+def promote(client: EtcdClient, member: Member, timeout: float) -> tuple[list[Member], int]:
+    """Promote, retrying while the learner has not caught up; returns (members, retries)."""
+    deadline = time.monotonic() + timeout
+    retries = 0
+    while True:
+        try:
+            return client.member_promote(member.id), retries
+        except EtcdServerError as error:
+            if error.reason == "NotALearner":
+                # An earlier attempt was applied although its answer was lost.
+                return client.member_list(), retries
+            if error.reason not in ("LearnerNotReady", "LeaderChanged"):
+                raise
+            if time.monotonic() + PROMOTE_RETRY_SECONDS > deadline:
+                raise EtcdModuleError(
+                    f"learner {describe(member)} did not catch up with the leader within "
+                    f"{timeout:g}s ({retries + 1} promotion attempts refused by etcd: "
+                    f"'{error.etcd_message}'); check that its etcd runs with "
+                    "--initial-cluster-state=existing and reaches the other members' peer URLs",
+                    reason="LearnerNotReady",
+                ) from error
+        retries += 1
+        time.sleep(PROMOTE_RETRY_SECONDS)
+
+
+def move_leadership(client: EtcdClient, health: ClusterHealth, transferee: Member) -> None:
+    """MoveLeader must be served by the leader itself: try each URL of the leader, then
+    wait until the members agree on the new leader."""
+    leader_id = health.leader_id or ""
+    failures = []
+    for url in health.endpoints_of(leader_id):
+        try:
+            client.endpoint(url).move_leader(transferee.id)
+            break
+        except (EtcdUnreachableError, EtcdTimeoutError) as error:
+            failures.append(error.message)
+    else:
+        raise EtcdModuleError(
+            f"cannot move leadership away from {describe(health.leader or transferee)}: none of "
+            f"its client URLs answered ({'; '.join(failures) or 'it has none'})",
+            reason="LeaderUnreachable",
+        )
+    deadline = time.monotonic() + client.params.timeout
+    while time.monotonic() < deadline:
+        if cluster_health(client).leader_id not in (None, leader_id):
+            return
+        time.sleep(0.2)
+    raise EtcdModuleError(
+        f"leadership did not move from {leader_id} to {describe(transferee)} within "
+        f"{client.params.timeout:g}s; nothing was removed",
+        reason="LeaderNotMoved",
+    )
+
+
+def execute(
+    client: EtcdClient, health: ClusterHealth, plan: MemberPlan, params: dict[str, Any]
+) -> tuple[Member | None, list[Member], int]:
+    """Run the plan's steps; returns (member after, members after, promote retries)."""
+    member = plan.member
+    members = health.members
+    retries = 0
+    for step in plan.steps:
+        assert member is not None
+        if step == "add":
+            member = client.member_add(params["peer_urls"], learner=params["learner"])
+            members = client.member_list()
+        elif step == "update":
+            members = client.member_update(member.id, params["peer_urls"])
+        elif step == "promote":
+            members, retries = promote(client, member, params["promote_timeout"])
+        elif step == "move_leader":
+            assert plan.transferee is not None
+            move_leadership(client, health, plan.transferee)
+        elif step == "remove":
+            members = client.member_remove(member.id)
+    if member is not None and params["state"] == "present":
+        member = next((m for m in members if m.id == member.id), member)
+    return member, members, retries
+
+
+def run(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    connection = ConnectionParams.from_module_params(params)
+    for url in params["peer_urls"]:
+        parse_url(url, what="peer URL")
+    with EtcdClient(connection) as client:
+        health = cluster_health(client)
+        if params["state"] == "present":
+            plan = plan_present(health, params["name"], params["peer_urls"], params["learner"])
+        else:
+            plan = plan_absent(health, params["name"], params["peer_urls"], params["force"])
+        for warning in plan.warnings:
+            module.warn(warning)
+        member, members, retries = plan.member, plan.members_after, 0
+        if plan.steps and not module.check_mode:
+            member, members, retries = execute(client, health, plan, params)
+    message = plan.message if plan.steps else plan.message + "; nothing to do"
+    if plan.steps and module.check_mode:
+        message = "would have " + message
+    result: dict[str, Any] = {
+        "changed": bool(plan.steps),
+        "msg": message,
+        "steps": plan.steps,
+        "retries": retries,
+        "members": [m.as_dict() for m in members],
+    }
+    if member is not None:
+        result["member"] = member.as_dict()
+    if plan.transferee is not None:
+        result["leader_moved_to"] = plan.transferee.as_dict()
+    if module._diff:
+        result["diff"] = {
+            "before": membership_text(health.members),
+            "after": membership_text(members),
+        }
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_together=connection_required_together(),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Documentation of the connection options shared by every etcd module
+(module_utils/etcd_common.py connection_argument_spec)."""
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  endpoints:
+    description:
+      - Client URLs of etcd members, C(http://host:port) or C(https://host:port).
+      - Cluster-wide calls go to the first one that answers; the modules also reach every
+        member through the client URLs it advertises in the member list.
+    type: list
+    elements: str
+    required: true
+  ca_cert:
+    description:
+      - PEM file of the CA that signed the etcd servers' certificates.
+      - Needed for C(https://) endpoints unless the system trust store has that CA.
+    type: path
+  client_cert:
+    description:
+      - PEM client certificate for mutual TLS. Requires O(client_key).
+    type: path
+  client_key:
+    description:
+      - PEM private key of O(client_cert).
+    type: path
+  user:
+    description:
+      - etcd user name when the cluster has authentication enabled. Requires O(password).
+      - Membership and maintenance calls need a user with the root role.
+    type: str
+  password:
+    description:
+      - Password of O(user).
+    type: str
+  timeout:
+    description:
+      - Seconds to wait for each call to etcd.
+    type: float
+    default: 10.0
+"""

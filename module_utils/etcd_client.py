@@ -14,7 +14,10 @@ module as an `EtcdModuleError` with a message a person can act on.
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
 import sys
+import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -99,6 +102,7 @@ class EndpointClient:
                 ("grpc.keepalive_time_ms", 10_000),
                 ("grpc.keepalive_timeout_ms", 5_000),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                ("grpc.enable_http_proxy", 0),
             ]
             credentials = self._client._credentials() if self._parsed.secure else None
             if credentials is None:
@@ -191,6 +195,29 @@ class EndpointClient:
             )
 
         return self._call("hash_kv", run)
+
+    def version(self) -> dict[str, str]:
+        """etcd's HTTP /version answer: {"etcdserver": ..., "etcdcluster": ...}. The cluster
+        version is not part of the gRPC API, so it is read over HTTP(S) on the same port."""
+        client = self._client
+        context = None
+        if self._parsed.secure:
+            context = ssl.create_default_context(cafile=client.params.ca_cert)
+            if client.params.client_cert:
+                context.load_cert_chain(client.params.client_cert, client.params.client_key)
+        timeout = client.params.timeout
+        # No proxy from the environment: etcd is spoken to directly, as over gRPC.
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
+        try:
+            with opener.open(f"{self.url}/version", timeout=timeout) as response:
+                answer = json.loads(response.read())
+        except (OSError, ValueError) as exc:
+            raise EtcdUnreachableError(
+                f"cannot read {self.url}/version: {exc}", endpoint=self.url
+            ) from exc
+        return {str(k): str(v) for k, v in answer.items()}
 
     def move_leader(self, target_id: str) -> None:
         """Hand leadership to `target_id`; this endpoint must be the leader's."""
@@ -471,6 +498,10 @@ class EtcdClient:
         return self._on_cluster(
             f"downgrade {action}", lambda ep: ep._call(f"downgrade {action}", run), mutation=True
         )
+
+    def cluster_version(self) -> str:
+        """The version the cluster runs at (the lowest of its members', as etcd decides)."""
+        return self._on_cluster("read version", lambda ep: ep.version().get("etcdcluster", ""))
 
     def statuses(self, urls: Sequence[str]) -> list[EndpointStatus]:
         """Status of each URL, queried in parallel. An endpoint that does not answer (or

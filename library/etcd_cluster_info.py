@@ -1,0 +1,233 @@
+#!/usr/bin/python
+"""Ansible module: read-only view of an etcd cluster's members, health, leader and quorum."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_cluster_info
+short_description: Members, per-member health, leader, quorum and alarms of an etcd cluster
+description:
+  - Reads the member list through the first endpoint that answers, then asks every member
+    for its status - through a given endpoint that answered as that member, else through
+    the client URLs the member advertises - so the health of all members is known even
+    when only one endpoint is given.
+  - A member that does not answer is reported unhealthy (with the reason in its C(errors)),
+    which is not a failure of the module; the module fails only when no endpoint answers the
+    member list.
+  - A member counts as healthy when it answers its status, reports no errors and knows a
+    leader.
+  - Never changes anything; runs the same in check mode.
+version_added: "0.1.0"
+author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_connection
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read the cluster
+  etcd_cluster_info:
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+    ca_cert: /etc/etcd/pki/ca.crt
+    client_cert: /etc/etcd/pki/client.crt
+    client_key: /etc/etcd/pki/client.key
+  register: etcd
+
+- name: Stop when quorum is at risk
+  ansible.builtin.assert:
+    that: etcd.quorum.healthy_voters > etcd.quorum.needed
+    fail_msg: "no failure tolerance left: {{ etcd.quorum }}"
+"""
+
+RETURN = r"""
+cluster_id:
+  description: Cluster ID as lowercase hex.
+  returned: always
+  type: str
+  sample: cdf818194e3a8c32
+cluster_version:
+  description: The cluster version etcd settled on (from C(/version)); empty if unreadable.
+  returned: always
+  type: str
+  sample: 3.5.0
+members:
+  description: The member list.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Member ID as lowercase hex, as C(etcdctl member list) prints it.
+      type: str
+    name:
+      description: Member name; empty until the member has started.
+      type: str
+    peer_urls:
+      description: Peer URLs.
+      type: list
+      elements: str
+    client_urls:
+      description: Client URLs; empty until the member has started.
+      type: list
+      elements: str
+    is_learner:
+      description: Whether the member is a learner.
+      type: bool
+    healthy:
+      description: Whether the member answered as healthy.
+      type: bool
+status:
+  description: One entry per endpoint asked (given endpoints, then members' own client URLs).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    endpoint:
+      description: The URL asked.
+      type: str
+    healthy:
+      description: Answered, no errors, and a leader is known.
+      type: bool
+    member_id:
+      description: ID of the member that answered.
+      type: str
+    version:
+      description: etcd server version.
+      type: str
+    db_size:
+      description: Backend size in bytes.
+      type: int
+    db_size_in_use:
+      description: Bytes of the backend in use (the rest is freed by defragmentation).
+      type: int
+    leader:
+      description: The leader's ID as this member sees it.
+      type: str
+    raft_index:
+      description: Raft log index.
+      type: int
+    raft_applied_index:
+      description: Applied raft index (0 on etcd 3.4).
+      type: int
+    raft_term:
+      description: Raft term.
+      type: int
+    is_learner:
+      description: Whether this member is a learner.
+      type: bool
+    errors:
+      description: Errors the member reports, or why it did not answer.
+      type: list
+      elements: str
+leader:
+  description: The leader most healthy members agree on; null when there is none.
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Leader member ID.
+      type: str
+    name:
+      description: Leader member name.
+      type: str
+quorum:
+  description: Voting members and how many of them are healthy.
+  returned: always
+  type: dict
+  contains:
+    voters:
+      description: Voting members (learners excluded).
+      type: int
+    healthy_voters:
+      description: Voting members that answered as healthy.
+      type: int
+    needed:
+      description: Quorum size, voters / 2 + 1.
+      type: int
+    ok:
+      description: Whether healthy_voters reaches needed.
+      type: bool
+healthy:
+  description: Every member is healthy.
+  returned: always
+  type: bool
+alarms:
+  description:
+    - Active alarms.
+    - Empty when the cluster has no quorum, since etcd reads alarms through raft.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    member_id:
+      description: Member that raised the alarm.
+      type: str
+    alarm:
+      description: V(NOSPACE) or V(CORRUPT).
+      type: str
+reason:
+  description: A short word for the failure (for example V(Unreachable), V(TLSError)).
+  returned: failed
+  type: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import (
+    ConnectionParams,
+    connection_argument_spec,
+    connection_required_together,
+)
+from ansible.module_utils.etcd_errors import EtcdModuleError
+from ansible.module_utils.etcd_health import cluster_health
+
+
+def argument_spec() -> dict[str, Any]:
+    return connection_argument_spec()
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    with EtcdClient(ConnectionParams.from_module_params(params)) as client:
+        health = cluster_health(client)
+        alarms = client.alarms() if health.quorum()["ok"] else []
+        try:
+            cluster_version = client.cluster_version()
+        except EtcdModuleError:
+            cluster_version = ""
+    leader = health.leader
+    members = [{**m.as_dict(), "healthy": health.is_healthy(m.id)} for m in health.members]
+    return {
+        "changed": False,
+        "cluster_id": health.cluster_id,
+        "cluster_version": cluster_version,
+        "members": members,
+        "status": [s.as_dict() for s in health.statuses],
+        "leader": {"id": leader.id, "name": leader.name} if leader else None,
+        "quorum": health.quorum(),
+        "healthy": all(m["healthy"] for m in members),
+        "alarms": [a.as_dict() for a in alarms],
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_together=connection_required_together(),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

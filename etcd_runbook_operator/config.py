@@ -189,7 +189,9 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
     assert target is not None
     kwargs: dict[str, Any] = {}
     if "reconcilePeriod" in data:
-        kwargs["reconcile_period"] = parse_duration(data["reconcilePeriod"], f"{where}: reconcilePeriod")
+        kwargs["reconcile_period"] = parse_duration(
+            data["reconcilePeriod"], f"{where}: reconcilePeriod"
+        )
     period = kwargs.get("reconcile_period", 60.0)
     kwargs["full_run_interval"] = (
         parse_duration(data["fullRunInterval"], f"{where}: fullRunInterval")
@@ -207,7 +209,9 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
         fin_target = _target(fin, base, fwhere, required=False)
         # As in operator-sdk: a finalizer with only vars runs the main target with those vars.
         if fin_target is None:
-            fin_target = Target(playbook=target.playbook, role=target.role, vars=fin.get("vars") or {})
+            fin_target = Target(
+                playbook=target.playbook, role=target.role, vars=fin.get("vars") or {}
+            )
         kwargs["finalizer"] = Finalizer(name=_typed(fin, "name", str, fwhere), target=fin_target)
     for key, attr in (
         ("manageStatus", "manage_status"),
@@ -232,7 +236,9 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
         kwargs["fingerprint_annotations"] = tuple(values)
     else:
         kwargs["fingerprint_annotations"] = (f"{data['group']}/",)
-    return Watch(group=data["group"], version=data["version"], kind=data["kind"], target=target, **kwargs)
+    return Watch(
+        group=data["group"], version=data["version"], kind=data["kind"], target=target, **kwargs
+    )
 
 
 def load_watches(path: Path) -> list[Watch]:

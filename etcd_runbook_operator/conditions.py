@@ -1,0 +1,115 @@
+"""Status computation, kept pure so the no-flapping rules are unit tested without a cluster.
+
+Rules: a condition's lastTransitionTime changes only when its status changes; before a run the
+status changes only when the spec changed (generation != observedGeneration), and then only
+Progressing is set; a run's set_stats `operator_status` / `operator_conditions` are merged after
+it; a failure without a role-provided Degraded condition gives Degraded=True/RunbookFailed with
+the failed task's message.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+CONDITION_TYPES = ("Available", "Progressing", "Degraded")
+
+
+def _status_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    text = str(value)
+    return text if text in ("True", "False", "Unknown") else "Unknown"
+
+
+def set_condition(
+    status: dict[str, Any],
+    type_: str,
+    value: Any,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str,
+) -> None:
+    """Set one condition in place, keeping lastTransitionTime unless the status flips."""
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    new: dict[str, Any] = {
+        "type": type_,
+        "status": _status_str(value),
+        "reason": reason or "Unspecified",
+        "message": message or "",
+    }
+    if generation is not None:
+        new["observedGeneration"] = generation
+    for i, old in enumerate(conditions):
+        if old.get("type") == type_:
+            same = old.get("status") == new["status"] and old.get("lastTransitionTime")
+            new["lastTransitionTime"] = old["lastTransitionTime"] if same else now
+            conditions[i] = new
+            return
+    new["lastTransitionTime"] = now
+    conditions.append(new)
+
+
+def get_condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c.get("type") == type_), None)
+
+
+def before_run(status: dict[str, Any] | None, generation: int, now: str) -> dict[str, Any] | None:
+    """Status to write before a run, or None: only a new generation is news."""
+    status = copy.deepcopy(status or {})
+    if status.get("observedGeneration") == generation:
+        return None
+    set_condition(
+        status,
+        "Progressing",
+        True,
+        "NewGeneration",
+        f"Reconciling generation {generation}",
+        generation,
+        now,
+    )
+    return status
+
+
+def after_run(
+    status: dict[str, Any] | None,
+    generation: int,
+    ok: bool,
+    stats: dict[str, Any],
+    failure: str,
+    now: str,
+) -> dict[str, Any]:
+    """Status after a run: set_stats merged, defaults for what the role did not say."""
+    status = copy.deepcopy(status or {})
+    reported = stats.get("operator_status")
+    if isinstance(reported, dict):
+        status.update(
+            {k: v for k, v in reported.items() if k not in ("conditions", "observedGeneration")}
+        )
+    given = stats.get("operator_conditions")
+    given = given if isinstance(given, dict) else {}
+    for type_, cond in given.items():
+        cond = cond if isinstance(cond, dict) else {"status": cond}
+        set_condition(
+            status,
+            str(type_),
+            cond.get("status", "Unknown"),
+            str(cond.get("reason", "")),
+            str(cond.get("message", "")),
+            generation,
+            now,
+        )
+    if ok:
+        defaults = {
+            "Available": (True, "Reconciled", "The last reconcile succeeded"),
+            "Progressing": (False, "Reconciled", "Nothing left to do"),
+            "Degraded": (False, "Reconciled", "The last reconcile succeeded"),
+        }
+        for type_, (value, reason, message) in defaults.items():
+            if type_ not in given:
+                set_condition(status, type_, value, reason, message, generation, now)
+    elif "Degraded" not in given:
+        set_condition(status, "Degraded", True, "RunbookFailed", failure, generation, now)
+    status["observedGeneration"] = generation
+    return status

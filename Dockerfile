@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# The operator image. hack/build-operator-image builds the same content without a docker engine
+# (debootstrap + a chroot), which is what the local cluster runs; keep the two in step.
+#
+# The base is pinned by tag here because no registry is reachable where this was written; in a
+# CI with registry access, pin it by digest too: python:3.11-slim-bookworm@sha256:<digest>.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY requirements.txt hack/images/operator-requirements.in ./
+# Runtime packages only (no linters or test tools), at the versions requirements.txt pins.
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --only-binary=:all: -r operator-requirements.in -c requirements.txt \
+ && echo /opt/etcd-runbook-operator > "$(/opt/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/etcd-runbook-operator.pth"
+
+FROM ${PYTHON_IMAGE}
+RUN groupadd --gid 65532 nonroot \
+ && useradd --uid 65532 --gid 65532 --home-dir /tmp --shell /usr/sbin/nologin --no-create-home nonroot
+COPY --from=builder /opt/venv /opt/venv
+WORKDIR /opt/etcd-runbook-operator
+# The same paths as hack/images/operator-files.txt.
+COPY operator.py watches.yaml ansible.cfg ./
+COPY etcd_runbook_operator/ etcd_runbook_operator/
+COPY roles/ roles/
+COPY playbooks/ playbooks/
+COPY library/ library/
+COPY module_utils/ module_utils/
+COPY plugins/ plugins/
+ENV PATH=/opt/venv/bin:$PATH \
+    ANSIBLE_CONFIG=/opt/etcd-runbook-operator/ansible.cfg \
+    ANSIBLE_PYTHON_INTERPRETER=/opt/venv/bin/python \
+    HOME=/tmp \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+# -P: operator.py must not shadow the standard library's `operator`; the .pth file above puts
+# this directory on sys.path after the standard library.
+ENTRYPOINT ["/opt/venv/bin/python", "-P", "/opt/etcd-runbook-operator/operator.py"]

@@ -1,3 +1,3 @@
 """Shared pytest plugins: each suite's fixtures live in a module of their own."""
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["tests.etcd_cluster"]

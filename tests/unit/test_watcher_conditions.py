@@ -1,0 +1,54 @@
+from etcd_runbook_operator.conditions import after_run, before_run, get_condition
+
+T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
+
+
+def test_no_write_at_run_start_when_generation_was_observed():
+    status = after_run(None, 1, True, {}, "", T0)
+    assert before_run(status, 1, T1) is None
+
+
+def test_new_generation_sets_only_progressing():
+    status = after_run(None, 1, True, {}, "", T0)
+    new = before_run(status, 2, T1)
+    assert new is not None
+    assert get_condition(new, "Progressing")["status"] == "True"
+    assert get_condition(new, "Available") == get_condition(status, "Available")
+    assert new["observedGeneration"] == 1
+
+
+def test_success_defaults_and_last_transition_time_only_on_change():
+    s1 = after_run(None, 1, True, {}, "", T0)
+    assert {c["type"]: c["status"] for c in s1["conditions"]} == {
+        "Available": "True", "Progressing": "False", "Degraded": "False"}
+    s2 = after_run(s1, 1, True, {}, "", T1)
+    assert s2 == s1, "an identical run changes nothing, so no status write"
+    s3 = after_run(s2, 1, False, {}, "task 'x' failed: boom", T2)
+    degraded = get_condition(s3, "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "RunbookFailed"
+    assert degraded["message"] == "task 'x' failed: boom"
+    assert degraded["lastTransitionTime"] == T2
+    assert get_condition(s3, "Available")["lastTransitionTime"] == T0
+
+
+def test_role_status_and_conditions_are_merged():
+    stats = {
+        "operator_status": {"members": 3, "phase": "Running"},
+        "operator_conditions": {
+            "Available": {"status": False, "reason": "QuorumLost", "message": "1/3 ready"},
+        },
+    }
+    s = after_run({"size": 3}, 4, True, stats, "", T0)
+    assert s["members"] == 3 and s["phase"] == "Running" and s["size"] == 3
+    assert s["observedGeneration"] == 4
+    available = get_condition(s, "Available")
+    assert (available["status"], available["reason"]) == ("False", "QuorumLost")
+    assert available["observedGeneration"] == 4
+
+
+def test_failure_with_role_degraded_keeps_the_role_reason():
+    stats = {"operator_conditions": {"Degraded": {"status": "True", "reason": "UnsafeScaleDown",
+                                                  "message": "never remove from 2 members"}}}
+    s = after_run(None, 1, False, stats, "task failed", T0)
+    assert get_condition(s, "Degraded")["reason"] == "UnsafeScaleDown"
+    assert get_condition(s, "Available") is None, "a failure does not invent availability"

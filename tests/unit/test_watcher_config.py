@@ -1,0 +1,109 @@
+from pathlib import Path
+
+import pytest
+
+from etcd_runbook_operator.config import ConfigError, load_watches, parse_duration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "pb.yml").write_text("- hosts: localhost\n  tasks: []\n")
+    path = tmp_path / "watches.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = """
+- group: test.runbook.io
+  version: v1
+  kind: Widget
+  playbook: pb.yml
+"""
+
+
+def test_repo_watches_file_has_the_contracted_entry(tmp_path):
+    # Load our watches.yaml against a stub playbook: it must not depend on the role's progress.
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "etcdcluster.yml").write_text("[]\n")
+    copy = tmp_path / "watches.yaml"
+    copy.write_text((REPO / "watches.yaml").read_text())
+    [w] = load_watches(copy)
+    assert (w.group, w.version, w.kind) == ("etcd.runbook.io", "v1alpha1", "EtcdCluster")
+    assert w.target.playbook == (tmp_path / "playbooks" / "etcdcluster.yml").resolve()
+    assert w.reconcile_period == 60.0
+    assert w.max_runner_artifacts == 5
+    assert w.finalizer is not None
+    assert w.finalizer.name == "etcd.runbook.io/finalizer"
+    assert w.finalizer.target.vars == {"state": "absent"}
+    assert w.finalizer.target.playbook == w.target.playbook
+    assert w.object_var_name == "_etcd_runbook_io_etcdcluster"
+    assert w.full_run_interval == 600.0
+
+
+def test_defaults_and_relative_paths(tmp_path):
+    [w] = load_watches(write(tmp_path, BASE))
+    assert w.target.playbook == tmp_path / "pb.yml"
+    assert w.manage_status and w.watch_dependent_resources and w.snake_case_parameters
+    assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
+    assert w.fingerprint_annotations == ("test.runbook.io/",)
+
+
+def test_unknown_key_names_key_file_and_entry(tmp_path):
+    path = write(tmp_path, BASE + "  reconcilePeriods: 5s\n")
+    with pytest.raises(ConfigError) as err:
+        load_watches(path)
+    msg = str(err.value)
+    assert "'reconcilePeriods'" in msg and str(path) in msg and "entry 0" in msg
+
+
+def test_unknown_key_in_finalizer(tmp_path):
+    path = write(tmp_path, BASE + "  finalizer:\n    name: x/y\n    playbok: pb.yml\n")
+    with pytest.raises(ConfigError, match="finalizer: unknown key 'playbok'"):
+        load_watches(path)
+
+
+def test_finalizer_with_only_vars_reuses_main_target(tmp_path):
+    [w] = load_watches(write(tmp_path, BASE + "  finalizer:\n    name: x/y\n    vars: {state: absent}\n"))
+    assert w.finalizer and w.finalizer.target.playbook == w.target.playbook
+    assert w.finalizer.target.vars == {"state": "absent"}
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("  role: foo\n", "either 'playbook' or 'role'"),
+        ("  reconcilePeriod: soon\n", "invalid duration"),
+        ("  maxRunnerArtifacts: 0\n", ">= 1"),
+        ("  manageStatus: 'yes'\n", "'manageStatus' must be a bool"),
+    ],
+)
+def test_invalid_values_are_named(tmp_path, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        load_watches(write(tmp_path, BASE + extra))
+
+
+def test_missing_playbook_and_duplicate_kind(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_watches(write(tmp_path, BASE.replace("pb.yml", "nope.yml")))
+    with pytest.raises(ConfigError, match="watched twice"):
+        load_watches(write(tmp_path, BASE + BASE))
+
+
+def test_selector_and_own_keys(tmp_path):
+    text = BASE + (
+        "  selector:\n    matchLabels: {tier: db}\n"
+        "    matchExpressions: [{key: env, operator: In, values: [a, b]}, {key: x, operator: Exists}]\n"
+        "  fullRunInterval: 5m\n  reconcilePeriod: 1m30s\n  fingerprintAnnotations: [a/]\n"
+    )
+    [w] = load_watches(write(tmp_path, text))
+    assert w.selector == "tier=db,env in (a,b),x"
+    assert w.full_run_interval == 300.0 and w.reconcile_period == 90.0
+    assert w.fingerprint_annotations == ("a/",)
+
+
+def test_parse_duration():
+    assert parse_duration("1h2m3s", "x") == 3723
+    assert parse_duration(15, "x") == 15
+    with pytest.raises(ConfigError):
+        parse_duration("10 s", "x")

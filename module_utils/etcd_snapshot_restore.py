@@ -1,9 +1,9 @@
 """Restore a snapshot into a new member data dir, once, leaving a marker that says so.
 
 etcd's tool writes the data dir in place and leaves a half-written one behind when it fails
-(disk full, killed). So the restore goes into a temp dir beside the target and is renamed
-into place only when complete, with a marker file inside it naming the snapshot (by sha256)
-and the new cluster's identity. A second run finds the marker and changes nothing; any other
+(disk full, killed). So the restore goes into a staging dir, is moved into place when
+complete, and a marker file naming the snapshot (by sha256) and the new cluster's identity
+is written last. A second run finds the marker and changes nothing; any other
 non-empty data dir is refused, never overwritten. etcd ignores unknown files in a data dir
 (it logs a warning for them at start).
 """
@@ -21,6 +21,7 @@ from ansible.module_utils.etcd_errors import EtcdRefusedError
 from ansible.module_utils.etcd_snapshot_tool import SnapshotTool
 
 MARKER = ".etcd-runbook-restore.json"
+STAGING_PREFIX = ".restore-"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ def read_marker(data_dir: str) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else {}
 
 
+def _entries(data_dir: str) -> list[str]:
+    """What the data dir holds, ignoring staging dirs a killed earlier run left behind."""
+    return [e for e in os.listdir(data_dir) if not e.startswith(STAGING_PREFIX)]
+
+
 def already_restored(data_dir: str, spec: RestoreSpec) -> bool:
     """True when `data_dir` holds this very restore; raises when it holds anything else
     (an empty or missing dir is False: restore into it)."""
@@ -54,7 +60,7 @@ def already_restored(data_dir: str, spec: RestoreSpec) -> bool:
         return False
     if not os.path.isdir(data_dir):
         raise EtcdRefusedError(f"data_dir {data_dir} exists and is not a directory")
-    if not os.listdir(data_dir):
+    if not _entries(data_dir):
         return False
     marker = read_marker(data_dir)
     if marker is None:
@@ -79,11 +85,14 @@ def already_restored(data_dir: str, spec: RestoreSpec) -> bool:
 
 
 def restore(tool: SnapshotTool, snapshot: str, data_dir: str, spec: RestoreSpec) -> list[str]:
-    """Run the tool into a temp dir beside `data_dir`, then rename it into place; returns
-    the command that was run."""
-    parent = os.path.dirname(os.path.abspath(data_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(data_dir)}.restore-", dir=parent)
+    """Run the tool into a staging dir inside `data_dir` (same filesystem, even when
+    data_dir is a mount point), move its member/ dir up, write the marker last; returns the
+    command as it would read for `data_dir` itself."""
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    for leftover in os.listdir(data_dir):
+        if leftover.startswith(STAGING_PREFIX):
+            shutil.rmtree(os.path.join(data_dir, leftover), ignore_errors=True)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=data_dir)
     try:
         target = os.path.join(staging, "data")
         command = tool.restore_command(
@@ -96,11 +105,15 @@ def restore(tool: SnapshotTool, snapshot: str, data_dir: str, spec: RestoreSpec)
             bump_revision=spec.bump_revision,
         )
         tool.restore(command)
-        with open(os.path.join(target, MARKER), "w", encoding="utf-8") as handle:
-            json.dump({**spec.as_dict(), "tool": tool.path, "tool_version": tool.version}, handle)
-        os.chmod(target, 0o700)
-        # rename(2) replaces an empty directory, so an empty data_dir (a fresh mount) is fine.
-        os.rename(target, data_dir)
+        for entry in os.listdir(target):
+            os.rename(os.path.join(target, entry), os.path.join(data_dir, entry))
+        marker = {**spec.as_dict(), "tool": tool.path, "tool_version": tool.version}
+        partial = os.path.join(staging, MARKER)
+        with open(partial, "w", encoding="utf-8") as handle:
+            json.dump(marker, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(partial, os.path.join(data_dir, MARKER))
         return [part.replace(target, data_dir) for part in command]
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,406 @@
+#!/usr/bin/python
+"""Ansible module: save an etcd snapshot from a member, or restore one into a new data dir."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_snapshot
+short_description: Save an etcd snapshot, or restore one into a new member data dir
+description:
+  - O(state=saved) streams a snapshot of one member's database (the leader unless O(member)
+    names another) into O(path), the way C(etcdctl snapshot save) does, over the etcd v3
+    API.
+  - The file appears atomically. The stream goes to a temporary file in the same directory,
+    etcd's own integrity hash (the sha256 of the database that etcd appends to the stream) is
+    checked, the file is fsynced, and only then renamed to O(path). A corrupt or truncated
+    stream never replaces O(path). The file is created with mode 0600: a snapshot holds
+    every key, secrets included.
+  - When O(path) exists, nothing is saved and the existing file is reported (RV(changed) is
+    false) unless O(force=true).
+  - With O(etcdutl) or O(bin_dir), the saved file is also opened by C(etcdutl snapshot
+    status), which walks the whole database; RV(revision) is then the snapshot's exact
+    revision. Without it, RV(revision) is the member's revision read just before the stream
+    started (the snapshot holds at least that revision).
+  - O(state=restored) restores the snapshot at O(path) into the new data dir O(data_dir)
+    with the etcdutl of the target etcd version (for etcd 3.4, which has no etcdutl, its
+    C(etcdctl snapshot restore)). The restored member belongs to a new cluster with a new
+    cluster token, and its revision is bumped by O(bump_revision) with the bumped revision
+    marked compacted, so that clients watching the old cluster never see revisions go
+    backwards.
+  - Before restoring, etcd's integrity hash inside the file is checked, and the file's
+    sha256 is compared with O(sha256) when given.
+  - A non-empty O(data_dir) is never overwritten. When it holds a restore made by this module
+    from the same snapshot with the same settings (a marker file
+    C(.etcd-runbook-restore.json) records them), nothing changes; anything else is refused.
+version_added: "0.1.0"
+author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_connection
+options:
+  endpoints:
+    description:
+      - Client URLs of etcd members, C(http://host:port) or C(https://host:port).
+      - Required with O(state=saved); not used with O(state=restored), which works offline.
+    type: list
+    elements: str
+  state:
+    description:
+      - V(saved) takes a snapshot into O(path); V(restored) restores O(path) into
+        O(data_dir).
+    type: str
+    choices: [saved, restored]
+    default: saved
+  path:
+    description:
+      - The snapshot file. Its directory must exist.
+    type: path
+    required: true
+  member:
+    description:
+      - The member to snapshot (O(state=saved)), by name, member ID (hex) or client URL.
+      - Default the current leader.
+    type: str
+  force:
+    description:
+      - With O(state=saved), take a new snapshot even when O(path) exists, replacing it.
+    type: bool
+    default: false
+  snapshot_timeout:
+    description:
+      - Seconds the whole snapshot stream may take.
+    type: float
+    default: 1800.0
+  etcdutl:
+    description:
+      - Path of the C(etcdutl) binary of the target etcd version (for etcd 3.4, its
+        C(etcdctl)). Mutually exclusive with O(bin_dir).
+      - Required (or O(bin_dir)) with O(state=restored).
+    type: path
+  bin_dir:
+    description:
+      - Directory holding C(etcdutl), or only C(etcdctl) for etcd 3.4.
+    type: path
+  sha256:
+    description:
+      - Expected sha256 of the whole snapshot file (as C(sha256sum) prints it). The restore
+        is refused when the file's differs.
+    type: str
+  data_dir:
+    description:
+      - The new member's data dir for O(state=restored). Must not exist, or be empty.
+    type: path
+  name:
+    description:
+      - The restored member's name (its etcd C(--name)). Required with O(state=restored).
+    type: str
+  initial_advertise_peer_urls:
+    description:
+      - The restored member's peer URLs. Required with O(state=restored).
+    type: list
+    elements: str
+  initial_cluster:
+    description:
+      - The new cluster's C(name=peer-url,...) list. Default this member alone.
+      - When restoring every member of a multi-member cluster from the same snapshot, give
+        each the same full list and the same O(initial_cluster_token).
+    type: str
+  initial_cluster_token:
+    description:
+      - The new cluster's token. Default C(restore-) followed by the first 16 hex digits of
+        the snapshot's sha256, the same for every member restored from one snapshot and new
+        for each snapshot. Give your own when restoring the same snapshot into two clusters.
+    type: str
+  bump_revision:
+    description:
+      - How far to raise the revision of the restored data; the bumped revision is marked
+        compacted (C(--mark-compacted), which etcd requires with a bump).
+      - It must exceed the number of revisions the old cluster may have made after the
+        snapshot; etcd's docs suggest a billion. V(0) disables the bump (not recommended:
+        watchers may miss events or see revisions go backwards).
+      - Refused for etcd 3.4 releases whose C(etcdctl snapshot restore) lacks the flag
+        (before 3.4.31); set V(0) there.
+    type: int
+    default: 1000000000
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Start a restored member with C(--initial-cluster-state=new) and the same name, peer URLs,
+    initial cluster and token as given here.
+"""
+
+EXAMPLES = r"""
+- name: Save a snapshot from the leader
+  etcd_snapshot:
+    path: /var/backups/etcd/etcd-2024-05-01T0300.db
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+    ca_cert: /etc/etcd/pki/ca.crt
+    client_cert: /etc/etcd/pki/client.crt
+    client_key: /etc/etcd/pki/client.key
+  register: backup
+
+- name: Save a snapshot from a follower and check it with etcdutl
+  etcd_snapshot:
+    path: /var/backups/etcd/latest.db
+    member: etcd-2
+    force: true
+    bin_dir: /usr/local/bin
+    endpoints: ["http://10.0.0.10:2379"]
+
+- name: Restore it as the seed member of a new cluster
+  etcd_snapshot:
+    state: restored
+    path: /var/backups/etcd/etcd-2024-05-01T0300.db
+    sha256: "{{ backup.sha256 }}"
+    data_dir: /var/lib/etcd/restored
+    name: etcd-0
+    initial_advertise_peer_urls: ["https://etcd-0.etcd.prod.svc:2380"]
+    etcdutl: /usr/local/bin/etcdutl
+"""
+
+RETURN = r"""
+path:
+  description: The snapshot file.
+  returned: always
+  type: str
+size:
+  description: Size of the snapshot file in bytes (in check mode with O(state=saved), the
+    member's current database size, which the snapshot will be close to).
+  returned: always
+  type: int
+sha256:
+  description: sha256 of the whole snapshot file, as C(sha256sum) prints it.
+  returned: when the file exists or was written
+  type: str
+revision:
+  description:
+    - O(state=saved), the snapshot's revision (see the description for how exact it is).
+    - O(state=restored), the revision in the snapshot before the bump, when the tool reports it.
+  returned: when known
+  type: int
+member:
+  description: The member snapshotted, as C(etcd_member) returns members.
+  returned: O(state=saved) and the snapshot was taken (or would be)
+  type: dict
+endpoint:
+  description: The URL the snapshot was streamed from.
+  returned: O(state=saved) and the snapshot was taken (or would be)
+  type: str
+duration:
+  description: Seconds the stream took.
+  returned: O(state=saved) and the snapshot was taken
+  type: float
+snapshot_status:
+  description: What C(snapshot status -w json) of O(etcdutl) reported.
+  returned: when O(etcdutl) or O(bin_dir) was given and the file was read
+  type: dict
+data_dir:
+  description: The restored data dir.
+  returned: O(state=restored)
+  type: str
+restore:
+  description: The restore settings (as recorded in the data dir's marker).
+  returned: O(state=restored)
+  type: dict
+command:
+  description: The restore command run (or that would run).
+  returned: O(state=restored) and a restore was (or would be) done
+  type: list
+  elements: str
+msg:
+  description: What was done, or why nothing needed doing.
+  returned: always
+  type: str
+reason:
+  description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused)).
+  returned: failed
+  type: str
+"""
+
+import os
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import (
+    ConnectionParams,
+    connection_argument_spec,
+    connection_required_together,
+)
+from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
+from ansible.module_utils.etcd_health import cluster_health
+from ansible.module_utils.etcd_maintenance_ops import (
+    describe,
+    member_endpoint,
+    read_revision,
+    resolve_member,
+)
+from ansible.module_utils.etcd_snapshot_io import (
+    SnapshotFile,
+    SnapshotIntegrityError,
+    save_atomically,
+    verify_file,
+)
+from ansible.module_utils.etcd_snapshot_restore import RestoreSpec, already_restored, restore
+from ansible.module_utils.etcd_snapshot_tool import SnapshotTool, find_tool
+
+
+def argument_spec() -> dict[str, Any]:
+    connection = connection_argument_spec()
+    connection["endpoints"] = {**connection["endpoints"], "required": False}
+    return {
+        **connection,
+        "state": {"type": "str", "choices": ["saved", "restored"], "default": "saved"},
+        "path": {"type": "path", "required": True},
+        "member": {"type": "str"},
+        "force": {"type": "bool", "default": False},
+        "snapshot_timeout": {"type": "float", "default": 1800.0},
+        "etcdutl": {"type": "path"},
+        "bin_dir": {"type": "path"},
+        "sha256": {"type": "str"},
+        "data_dir": {"type": "path"},
+        "name": {"type": "str"},
+        "initial_advertise_peer_urls": {"type": "list", "elements": "str"},
+        "initial_cluster": {"type": "str"},
+        "initial_cluster_token": {"type": "str"},
+        "bump_revision": {"type": "int", "default": 1_000_000_000},
+    }
+
+
+def optional_tool(params: dict[str, Any]) -> SnapshotTool | None:
+    if params["etcdutl"] or params["bin_dir"]:
+        return find_tool(params["etcdutl"], params["bin_dir"])
+    return None
+
+
+def described_file(snapshot: SnapshotFile, tool: SnapshotTool | None) -> dict[str, Any]:
+    result = snapshot.as_dict()
+    if tool is not None:
+        status = tool.status(snapshot.path)
+        result["snapshot_status"] = status
+        result["revision"] = int(status["revision"])
+    return result
+
+
+def save(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    path = params["path"]
+    tool = optional_tool(params)
+    if os.path.exists(path) and not params["force"]:
+        existing = described_file(verify_file(path), tool)
+        return {"changed": False, "msg": f"{path} exists; nothing saved (force=false)", **existing}
+    if not params["endpoints"]:
+        raise EtcdInputError("state=saved needs endpoints")
+    with EtcdClient(ConnectionParams.from_module_params(params)) as client:
+        health = cluster_health(client)
+        if params["member"]:
+            member = resolve_member(health, params["member"])
+        elif health.leader is not None:
+            member = health.leader
+        else:
+            raise EtcdModuleError(
+                "the cluster has no leader (quorum lost?): name a member to snapshot",
+                reason="NoLeader",
+            )
+        endpoint = member_endpoint(client, health, member)
+        revision = read_revision(endpoint)
+        result: dict[str, Any] = {
+            "changed": True,
+            "path": path,
+            "member": member.as_dict(),
+            "endpoint": endpoint.url,
+            "revision": revision,
+        }
+        if module.check_mode:
+            db_size = health.member_status[member.id].db_size or 0
+            message = f"would save a snapshot of {describe(member)} to {path}"
+            return {**result, "size": db_size, "msg": message}
+        started = time.monotonic()
+        timeout = params["snapshot_timeout"]
+        saved = save_atomically(path, lambda sink: endpoint.snapshot(sink, timeout=timeout))
+        result["duration"] = round(time.monotonic() - started, 3)
+    result.update(described_file(saved, tool))
+    result["msg"] = f"saved a snapshot of {describe(member)} to {path} ({saved.size} bytes)"
+    return result
+
+
+def restore_spec(params: dict[str, Any], sha256: str) -> RestoreSpec:
+    missing = [k for k in ("data_dir", "name", "initial_advertise_peer_urls") if not params[k]]
+    if missing:
+        raise EtcdInputError(f"state=restored needs {', '.join(missing)}")
+    if params["bump_revision"] < 0:
+        raise EtcdInputError("bump_revision must be 0 or more")
+    peer_urls = ",".join(params["initial_advertise_peer_urls"])
+    return RestoreSpec(
+        snapshot_sha256=sha256,
+        name=params["name"],
+        initial_cluster=params["initial_cluster"] or f"{params['name']}={peer_urls}",
+        initial_cluster_token=params["initial_cluster_token"] or f"restore-{sha256[:16]}",
+        initial_advertise_peer_urls=peer_urls,
+        bump_revision=params["bump_revision"],
+    )
+
+
+def restored(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    if not (params["etcdutl"] or params["bin_dir"]):
+        raise EtcdInputError("state=restored needs etcdutl or bin_dir (the target version's)")
+    tool = find_tool(params["etcdutl"], params["bin_dir"])
+    snapshot = verify_file(params["path"])
+    expected = (params["sha256"] or "").strip().lower()
+    if expected and expected != snapshot.sha256:
+        raise SnapshotIntegrityError(
+            f"snapshot {snapshot.path} has sha256 {snapshot.sha256}, not the expected {expected}"
+        )
+    spec = restore_spec(params, snapshot.sha256)
+    data_dir = params["data_dir"]
+    result: dict[str, Any] = {
+        **snapshot.as_dict(),
+        "data_dir": data_dir,
+        "restore": spec.as_dict(),
+    }
+    if already_restored(data_dir, spec):
+        return {**result, "changed": False, "msg": f"{data_dir} already holds this restore"}
+    if spec.bump_revision > 0 and not tool.supports_bump_revision():
+        raise EtcdInputError(
+            f"{tool.path} ({tool.kind} {tool.version}) has no --bump-revision: restore with an "
+            "etcd 3.4.31+ etcdctl or etcdutl, or set bump_revision=0 knowing that watchers of "
+            "the old cluster may then see revisions go backwards"
+        )
+    command = tool.restore_command(
+        snapshot.path,
+        data_dir,
+        name=spec.name,
+        initial_cluster=spec.initial_cluster,
+        initial_cluster_token=spec.initial_cluster_token,
+        initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
+        bump_revision=spec.bump_revision,
+    )
+    if module.check_mode:
+        return {**result, "changed": True, "command": command, "msg": f"would restore {data_dir}"}
+    status = tool.status(snapshot.path)
+    result["revision"] = int(status["revision"])
+    result["snapshot_status"] = status
+    result["command"] = restore(tool, snapshot.path, data_dir, spec)
+    return {**result, "changed": True, "msg": f"restored {snapshot.path} into {data_dir}"}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_together=connection_required_together(),
+        mutually_exclusive=[["etcdutl", "bin_dir"]],
+        supports_check_mode=True,
+    )
+    try:
+        result = save(module) if module.params["state"] == "saved" else restored(module)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+# Local images: built as docker-archive tarballs by hack/images/build_image.py, cached under
+# $IMAGE_CACHE by version, and imported into the node's containerd (sourced).
+# shellcheck shell=bash
+BUILD_IMAGE=(python3 "$REPO/hack/images/build_image.py")
+
+_ctr() { ctr --address "$NODE_CONTAINERD_SOCK" -n k8s.io "$@"; }
+
+# image_tar NAME: path of a cached tarball; building happens only when it is missing.
+_pause_tar() {
+	local tar="$IMAGE_CACHE/pause-3.10.1.tar" bin="$IMAGE_CACHE/pause-bin/pause"
+	[[ -f "$tar" ]] && { echo "$tar"; return; }
+	mkdir -p "${bin%/*}"
+	gcc -static -Os -s -o "$bin" "$REPO/hack/images/pause.c"
+	"${BUILD_IMAGE[@]}" --tag "$PAUSE_IMAGE" --out "$tar" --file "$bin:/pause:0755" \
+		--entrypoint /pause --user 65535:65535
+	echo "$tar"
+}
+
+_busybox_tar() {
+	local tar="$IMAGE_CACHE/busybox-$(dpkg-query -W -f='${Version}' busybox-static | tr -c 'A-Za-z0-9.\n' _).tar"
+	[[ -f "$tar" ]] && { echo "$tar"; return; }
+	local links=() applet
+	for applet in $(/bin/busybox --list); do
+		[[ "$applet" == busybox ]] || links+=(--symlink "/bin/$applet:busybox")
+	done
+	"${BUILD_IMAGE[@]}" --tag "$BUSYBOX_IMAGE" --out "$tar" --file /bin/busybox:/bin/busybox:0755 \
+		"${links[@]}" --dir /tmp:1777 --dir /root:0700 --passwd --env PATH=/bin --cmd /bin/sh
+	echo "$tar"
+}
+
+_coredns_tar() {
+	local tar="$IMAGE_CACHE/coredns-$COREDNS_VERSION.tar"
+	[[ -f "$tar" ]] && { echo "$tar"; return; }
+	"${BUILD_IMAGE[@]}" --tag "$COREDNS_IMAGE" --out "$tar" \
+		--file "$COREDNS_BIN/coredns:/coredns:0755" --dir /tmp:1777 --passwd \
+		--entrypoint /coredns
+	echo "$tar"
+}
+
+# The official etcd image layout: binaries in /usr/local/bin, data dirs, no shell.
+_etcd_tar() {
+	local version="$1" tar="$IMAGE_CACHE/etcd-v$1.tar" dir tool files=()
+	[[ -f "$tar" ]] && { echo "$tar"; return; }
+	dir="$("$REPO/hack/etcd-bin" "$version")"
+	for tool in etcd etcdctl etcdutl; do
+		[[ -x "$dir/$tool" ]] && files+=(--file "$dir/$tool:/usr/local/bin/$tool:0755")
+	done
+	"${BUILD_IMAGE[@]}" --tag "gcr.io/etcd-development/etcd:v$version" --out "$tar" "${files[@]}" \
+		--dir /tmp:1777 --dir /var/etcd:0700 --dir /var/lib/etcd:0700 --passwd \
+		--env PATH=/usr/local/bin:/usr/bin:/bin --cmd /usr/local/bin/etcd
+	echo "$tar"
+}
+
+_import() {
+	local tag="$1" tar="$2"
+	# containerd stores names fully qualified: local/x:1 is docker.io/local/x:1.
+	[[ "${tag%%/*}" == *.* || "${tag%%/*}" == *:* ]] || tag="docker.io/$tag"
+	[[ "$(_ctr images ls -q name=="$tag" 2>/dev/null)" != "$tag" ]] || return 0
+	log "importing $tag"
+	_ctr images import "$tar" >/dev/null
+}
+
+ensure_images() {
+	mkdir -p "$IMAGE_CACHE"
+	_import "$PAUSE_IMAGE" "$(_pause_tar)"
+	_import "$BUSYBOX_IMAGE" "$(_busybox_tar)"
+	_import "$COREDNS_IMAGE" "$(_coredns_tar)"
+	local v
+	for v in $("$REPO/hack/etcd-bin" --supported); do
+		_import "gcr.io/etcd-development/etcd:v$v" "$(_etcd_tar "$v")"
+	done
+}
+
+# import_image TARBALL: for other tooling (e.g. the operator image); always re-imports.
+import_image() {
+	_ctr images import "$1" >&2
+}

@@ -1,0 +1,61 @@
+# Host network of the cluster: the node bridge, its address and a filter chain (sourced).
+# shellcheck shell=bash
+# The chain EROP-FILTER (hooked into INPUT and FORWARD) keeps pod and service addresses
+# local: pods may talk only to pods, services and this host's gateway, and nothing from
+# outside reaches an address of the cluster. No MASQUERADE to eth0 exists, so no pod has a way
+# off the machine.
+CHAIN=EROP-FILTER
+
+ensure_bridge() {
+	if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+		log "creating bridge $NODE_BRIDGE ($NODE_IP/24)"
+		ip link add "$NODE_BRIDGE" type bridge
+	fi
+	[[ "$(ip -4 -o addr show dev "$NODE_BRIDGE")" == *" $NODE_IP/24 "* ]] ||
+		ip addr add "$NODE_IP/24" dev "$NODE_BRIDGE"
+	ip link set "$NODE_BRIDGE" up
+	# Service addresses go to the bridge (kube-proxy DNATs them there) and the rest of the
+	# pod range is unreachable: without these, both would follow the default route off the host.
+	ip route replace "$SERVICE_CIDR" dev "$NODE_BRIDGE" src "$NODE_IP"
+	ip route replace unreachable "$POD_CIDR"
+	# Pod -> service -> pod on the same bridge passes through iptables only with these.
+	sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.ipv4.ip_forward=1
+}
+
+ensure_filter() {
+	if ! iptables -w -n -L "$CHAIN" >/dev/null 2>&1; then
+		iptables -w -N "$CHAIN"
+	fi
+	iptables -w -F "$CHAIN"
+	# Traffic that stays among the cluster's own addresses or the loopback passes.
+	iptables -w -A "$CHAIN" -i lo -j RETURN
+	# Replies to connections the host opened (e.g. to a Service, masqueraded by kube-proxy).
+	iptables -w -A "$CHAIN" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+	iptables -w -A "$CHAIN" -s "$POD_CIDR" -d "$POD_CIDR" -j RETURN
+	iptables -w -A "$CHAIN" -s "$POD_CIDR" -d "$SERVICE_CIDR" -j RETURN
+	# A pod reaching anything else (the host's eth0 network, the internet): dropped.
+	iptables -w -A "$CHAIN" -s "$POD_CIDR" -j DROP
+	# Cluster addresses are not reachable from any other interface.
+	iptables -w -A "$CHAIN" -d "$POD_CIDR" -j DROP
+	iptables -w -A "$CHAIN" -d "$SERVICE_CIDR" -j DROP
+	local hook
+	for hook in INPUT FORWARD; do
+		iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null || iptables -w -I "$hook" 1 -j "$CHAIN"
+	done
+}
+
+remove_network() {
+	local hook
+	for hook in INPUT FORWARD; do
+		while iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null; do iptables -w -D "$hook" -j "$CHAIN"; done
+	done
+	if iptables -w -n -L "$CHAIN" >/dev/null 2>&1; then
+		iptables -w -F "$CHAIN"
+		iptables -w -X "$CHAIN"
+	fi
+	ip route del unreachable "$POD_CIDR" 2>/dev/null || true
+	if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+		log "deleting bridge $NODE_BRIDGE"
+		ip link del "$NODE_BRIDGE"
+	fi
+}

@@ -1,0 +1,180 @@
+# One node: containerd (private root/state/socket), the CNI bridge config, kubelet and
+# kube-proxy, all parametrised by the node index set with node_vars (sourced).
+# shellcheck shell=bash
+
+_cgroup_controllers() {
+	awk '$3 == "cgroup" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] !~ /^(rw|ro|relatime|noexec|nosuid|nodev)$/) { print $2; break } }' /proc/mounts
+}
+
+# kubelet refuses a --cgroup-root that does not exist; cpuset needs its cpus/mems filled.
+ensure_cgroup_root() {
+	local mnt
+	for mnt in $(_cgroup_controllers); do
+		mkdir -p "$mnt$NODE_CGROUP_ROOT"
+		if [[ -f "$mnt/cpuset.cpus" ]]; then
+			[[ -n "$(cat "$mnt$NODE_CGROUP_ROOT/cpuset.cpus")" ]] || cat "$mnt/cpuset.cpus" >"$mnt$NODE_CGROUP_ROOT/cpuset.cpus"
+			[[ -n "$(cat "$mnt$NODE_CGROUP_ROOT/cpuset.mems")" ]] || cat "$mnt/cpuset.mems" >"$mnt$NODE_CGROUP_ROOT/cpuset.mems"
+		fi
+	done
+}
+
+remove_cgroup_root() {
+	local mnt
+	for mnt in $(_cgroup_controllers); do
+		[[ -d "$mnt$NODE_CGROUP_ROOT" ]] || continue
+		find "$mnt$NODE_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	done
+}
+
+write_node_config() {
+	local c="$NODE_DIR/containerd"
+	mkdir -p "$c" "$NODE_DIR/cni/net.d" "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs"
+	cat >"$c/config.toml" <<CFG
+version = 2
+root = "$c/root"
+state = "$c/state"
+[grpc]
+  address = "$NODE_CONTAINERD_SOCK"
+[ttrpc]
+  address = "$NODE_CONTAINERD_SOCK.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$c/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$c/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$NODE_DIR/cni/net.d"
+    max_conf_num = 1
+CFG
+	# No ipMasq: pods have no way off the machine (see network.sh).
+	cat >"$NODE_DIR/cni/net.d/10-erop.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "erop-node$NODE_INDEX",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$NODE_BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$NODE_DIR/cni/ipam",
+        "ranges": [[{"subnet": "$NODE_POD_SUBNET", "gateway": "$NODE_IP"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+CNI
+	# Pods with dnsPolicy Default get no upstream resolver: there is no outside to ask.
+	: >"$NODE_DIR/resolv.conf"
+	cat >"$NODE_DIR/kubelet.yaml" <<KUBELET
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $NODE_KUBELET_HEALTHZ_PORT
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix://$NODE_CONTAINERD_SOCK
+cgroupDriver: cgroupfs
+cgroupRoot: $NODE_CGROUP_ROOT
+cgroupsPerQOS: true
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: [$DNS_SVC_IP]
+clusterDomain: $CLUSTER_DOMAIN
+resolvConf: $NODE_DIR/resolv.conf
+podLogsDir: $NODE_DIR/pod-logs
+staticPodPath: ""
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+maxPods: 110
+KUBELET
+	cat >"$NODE_DIR/kube-proxy.yaml" <<PROXY
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:$NODE_PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$NODE_PROXY_METRICS_PORT
+mode: iptables
+clusterCIDR: $POD_CIDR
+detectLocalMode: ClusterCIDR
+nodePortAddresses: ["$NODE_IP/32"]
+conntrack: {maxPerCore: 0}
+PROXY
+}
+
+start_node() {
+	write_node_config
+	ensure_cgroup_root
+	start_bg "containerd-node$NODE_INDEX" containerd --config "$NODE_DIR/containerd/config.toml"
+	wait_until 60 "containerd of $NODE_NAME" ctr --address "$NODE_CONTAINERD_SOCK" version
+	ensure_images
+	start_bg "kubelet-node$NODE_INDEX" "$K8S_BIN/kubelet" \
+		--config "$NODE_DIR/kubelet.yaml" --root-dir "$NODE_DIR/kubelet" \
+		--kubeconfig "$STATE/kubelet-$NODE_NAME.kubeconfig" \
+		--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+		--node-labels "erop.local/node-index=$NODE_INDEX"
+	start_bg "kube-proxy-node$NODE_INDEX" "$K8S_BIN/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
+}
+
+# Stop a node leaving nothing behind: containers and their shims, network namespaces,
+# mounts under the node dir, kube-proxy's iptables rules, the cgroup root.
+stop_node() {
+	stop_bg "kubelet-node$NODE_INDEX"
+	stop_bg "kube-proxy-node$NODE_INDEX"
+	if pid_of "containerd-node$NODE_INDEX" >/dev/null; then
+		local ctr=(ctr --address "$NODE_CONTAINERD_SOCK" -n k8s.io) id
+		for id in $("${ctr[@]}" tasks ls -q 2>/dev/null); do
+			"${ctr[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+		done
+		for id in $("${ctr[@]}" tasks ls -q 2>/dev/null); do
+			for _ in 1 2 3 4 5 6 7 8 9 10; do
+				"${ctr[@]}" tasks delete "$id" >/dev/null 2>&1 && break
+				sleep 0.3
+			done
+		done
+	fi
+	stop_bg "containerd-node$NODE_INDEX"
+	# Shims outlive containerd by design; ours are the ones serving our containerd's namespace.
+	local pid
+	for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $NODE_CONTAINERD_SOCK" || true); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	unmount_under "$NODE_DIR"
+	# IP allocations of the pods that are gone; the next start begins with a free range.
+	rm -rf "$NODE_DIR/cni/ipam"
+	"$K8S_BIN/kube-proxy" --cleanup --config "$NODE_DIR/kube-proxy.yaml" >>"$LOGS/kube-proxy-node$NODE_INDEX.log" 2>&1 || true
+	remove_cgroup_root
+}
+
+# Unmount everything below a directory, deepest first (netns files, overlay rootfs, tmpfs).
+unmount_under() {
+	local dir="$1" mnt
+	for mnt in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	done
+}

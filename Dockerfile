@@ -9,11 +9,15 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY requirements.txt hack/images/operator-requirements.in ./
-# Runtime packages only (no linters or test tools), at the versions requirements.txt pins.
+COPY requirements.txt hack/images/operator-requirements.in hack/images/operator-collections.txt \
+     hack/images/operator-prune-collections.py ./
+# Runtime packages only (no linters or test tools), at the versions requirements.txt pins, and
+# only the Ansible collections the runbooks use.
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --only-binary=:all: -r operator-requirements.in -c requirements.txt \
- && echo /opt/etcd-runbook-operator > "$(/opt/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/etcd-runbook-operator.pth"
+ && SITE="$(/opt/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')" \
+ && python operator-prune-collections.py "$SITE" operator-collections.txt \
+ && echo /opt/etcd-runbook-operator > "$SITE/etcd-runbook-operator.pth"
 
 FROM ${PYTHON_IMAGE}
 RUN groupadd --gid 65532 nonroot \

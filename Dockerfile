@@ -14,9 +14,11 @@ COPY requirements.txt hack/images/operator-requirements.in hack/images/operator-
 # Runtime packages only (no linters or test tools), at the versions requirements.txt pins, and
 # only the Ansible collections the runbooks use.
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install --only-binary=:all: -r operator-requirements.in -c requirements.txt \
+ && /opt/venv/bin/pip install --no-compile --only-binary=:all: -r operator-requirements.in \
+      -c requirements.txt \
  && SITE="$(/opt/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')" \
  && python operator-prune-collections.py "$SITE" operator-collections.txt \
+ && /opt/venv/bin/python -m compileall -q -j 0 /opt/venv \
  && echo /opt/etcd-runbook-operator > "$SITE/etcd-runbook-operator.pth"
 
 FROM ${PYTHON_IMAGE}

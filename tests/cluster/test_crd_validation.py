@@ -1,0 +1,202 @@
+"""The EtcdCluster CRD on the real API server of the local cluster: bad objects are refused
+with the field named, good ones get their defaults, CEL rules hold, /scale and /status work.
+
+Objects are created paused, so an operator running on the same cluster leaves them alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.k8s_cluster import REPO, K8sCluster
+
+pytestmark = pytest.mark.cluster
+
+CRD = REPO / "config/crd/bases/etcd.runbook.io_etcdclusters.yaml"
+
+
+@pytest.fixture(scope="module")
+def crd(k8s_cluster: K8sCluster) -> K8sCluster:
+    k8s_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    k8s_cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
+    )
+    return k8s_cluster
+
+
+def manifest(name: str, spec: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "etcd.runbook.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": name},
+            "spec": {"paused": True, **spec},
+        }
+    )
+
+
+def create(cluster: K8sCluster, ns: str, name: str, spec: dict[str, Any], check: bool = True):
+    return cluster.kubectl("-n", ns, "create", "-f", "-", input=manifest(name, spec), check=check)
+
+
+def get(cluster: K8sCluster, ns: str, name: str) -> dict[str, Any]:
+    return json.loads(cluster.kubectl("-n", ns, "get", "etcd", name, "-o", "json").stdout)
+
+
+def patch(cluster: K8sCluster, ns: str, name: str, body: dict[str, Any], check: bool = False):
+    return cluster.kubectl(
+        "-n", ns, "patch", "etcd", name, "--type=merge", "-p", json.dumps(body), check=check
+    )
+
+
+def refused(proc) -> str:
+    assert proc.returncode != 0, f"accepted: {proc.stdout}"
+    return proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"size": 0},
+            "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+        ),
+        (
+            {"size": 10},
+            "spec.size: Invalid value: 10: spec.size in body should be less than or equal to 9",
+        ),
+        ({"version": "latest"}, 'spec.version: Invalid value: "latest": spec.version in body'),
+        ({"version": "3.7.0"}, 'spec.version: Invalid value: "3.7.0"'),
+        ({"repository": "quay.io/coreos/etcd:v3.5.0"}, "spec.repository: Invalid value"),
+        ({"storage": {"size": "1GB"}}, "spec.storage.size: Invalid value"),
+        ({"storage": {"size": "0"}}, "spec.storage.size must be greater than zero"),
+        ({"pod": {"antiAffinity": "always"}}, 'spec.pod.antiAffinity: Unsupported value: "always"'),
+        (
+            {"tls": {"enabled": False, "secrets": {"peer": "p", "server": "s", "client": "c"}}},
+            "spec.tls.secrets requires spec.tls.enabled: true",
+        ),
+        (
+            {"pod": {"labels": {"etcd.runbook.io/cluster": "other"}}},
+            "spec.pod.labels may not set etcd.runbook.io/",
+        ),
+    ],
+)
+def test_bad_spec_is_refused_naming_the_field(crd, k8s_namespace, spec, message):
+    stderr = refused(create(crd, k8s_namespace, "bad", spec, check=False))
+    assert message in stderr, stderr
+    assert crd.kubectl("-n", k8s_namespace, "get", "etcd", "-o", "name").stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("1st", "metadata.name must start with a letter"),
+        ("a" * 51, "metadata.name must be at most 50 characters"),
+    ],
+)
+def test_bad_name_is_refused(crd, k8s_namespace, name, message):
+    assert message in refused(create(crd, k8s_namespace, name, {}, check=False))
+
+
+def test_empty_spec_gets_the_defaults(crd, k8s_namespace):
+    create(crd, k8s_namespace, "defaults", {})
+    assert get(crd, k8s_namespace, "defaults")["spec"] == {
+        "size": 3,
+        "version": "3.6.16",
+        "repository": "gcr.io/etcd-development/etcd",
+        "storage": {"size": "1Gi"},
+        "tls": {"enabled": True},
+        "pod": {"antiAffinity": "preferred"},
+        "paused": True,
+    }
+
+
+def test_short_name_and_printer_columns(crd, k8s_namespace):
+    create(crd, k8s_namespace, "columns", {"size": 5})
+    header, row = crd.kubectl("-n", k8s_namespace, "get", "etcd").stdout.splitlines()
+    assert header.split() == ["NAME", "SIZE", "READY", "VERSION", "PHASE", "AGE"]
+    assert row.split()[:2] == ["columns", "5"]
+
+
+def test_scale_subresource_sets_spec_size(crd, k8s_namespace):
+    create(crd, k8s_namespace, "scaled", {})
+    crd.kubectl("-n", k8s_namespace, "scale", "etcd/scaled", "--replicas=5")
+    assert get(crd, k8s_namespace, "scaled")["spec"]["size"] == 5
+    stderr = refused(
+        crd.kubectl("-n", k8s_namespace, "scale", "etcd/scaled", "--replicas=10", check=False)
+    )
+    assert "spec.size" in stderr, stderr
+    assert get(crd, k8s_namespace, "scaled")["spec"]["size"] == 5
+
+
+def test_status_is_a_subresource(crd, k8s_namespace):
+    create(crd, k8s_namespace, "status", {})
+    status = {
+        "status": {
+            "phase": "Running",
+            "size": 3,
+            "readyMembers": 3,
+            "selector": "etcd.runbook.io/cluster=status",
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "True",
+                    "reason": "QuorumHealthy",
+                    "message": "3 of 3 members ready",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    "observedGeneration": 1,
+                }
+            ],
+        }
+    }
+    # Through the main resource the status is ignored; through /status it is written.
+    patch(crd, k8s_namespace, "status", status, check=True)
+    assert "status" not in get(crd, k8s_namespace, "status")
+    crd.kubectl(
+        "-n",
+        k8s_namespace,
+        "patch",
+        "etcd",
+        "status",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+    got = get(crd, k8s_namespace, "status")["status"]
+    assert got["phase"] == "Running"
+    assert got["conditions"][0]["reason"] == "QuorumHealthy"
+    scale = json.loads(
+        crd.kubectl(
+            "get",
+            "--raw",
+            f"/apis/etcd.runbook.io/v1alpha1/namespaces/{k8s_namespace}/etcdclusters/status/scale",
+        ).stdout
+    )
+    assert scale["spec"]["replicas"] == 3
+    assert scale["status"] == {"replicas": 3, "selector": "etcd.runbook.io/cluster=status"}
+
+
+def test_storage_may_grow_never_shrink(crd, k8s_namespace):
+    create(crd, k8s_namespace, "storage", {"storage": {"size": "2Gi"}})
+    stderr = refused(patch(crd, k8s_namespace, "storage", {"spec": {"storage": {"size": "1Gi"}}}))
+    assert "spec.storage.size may grow but never shrink" in stderr, stderr
+    patch(crd, k8s_namespace, "storage", {"spec": {"storage": {"size": "3Gi"}}}, check=True)
+    assert get(crd, k8s_namespace, "storage")["spec"]["storage"]["size"] == "3Gi"
+
+
+def test_storage_class_and_tls_are_immutable(crd, k8s_namespace):
+    create(crd, k8s_namespace, "fixed", {})
+    new_class = {"spec": {"storage": {"storageClassName": "fast"}}}
+    assert "spec.storage.storageClassName is immutable" in refused(
+        patch(crd, k8s_namespace, "fixed", new_class)
+    )
+    tls_off = {"spec": {"tls": {"enabled": False}}}
+    assert "spec.tls.enabled cannot change after creation" in refused(
+        patch(crd, k8s_namespace, "fixed", tls_off)
+    )
+    spec = get(crd, k8s_namespace, "fixed")["spec"]
+    assert spec["tls"] == {"enabled": True}
+    assert "storageClassName" not in spec["storage"]

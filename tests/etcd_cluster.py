@@ -63,6 +63,7 @@ from tests.etcd_pki import Pki, make_pki
 REPO = Path(__file__).resolve().parent.parent
 ETCD_BIN = REPO / "hack" / "etcd-bin"
 ROOT_ROLE = "root"
+_PROBE = ("--command-timeout=3s",)  # later flags win: overrides etcdctl()'s default
 
 
 class EtcdClusterError(RuntimeError):
@@ -438,7 +439,9 @@ class EtcdCluster:
     def endpoint_status(self, endpoints: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """`endpoint status -w json` of each endpoint (default: every running member)."""
         eps = list(endpoints or self.client_urls)
-        out = json.loads(self.etcdctl("endpoint", "status", "-w", "json", endpoints=eps).stdout)
+        # A short timeout: wait_healthy polls this and must notice a dead member quickly.
+        status = self.etcdctl(*_PROBE, "endpoint", "status", "-w", "json", endpoints=eps)
+        out = json.loads(status.stdout)
         if len(out) != len(eps):
             raise EtcdClusterError(f"endpoint status answered {len(out)} of {len(eps)}")
         return list(out)
@@ -469,7 +472,7 @@ class EtcdCluster:
             raise EtcdClusterError(f"leader not agreed among running members: {leaders}")
         # A linearizable read proves quorum; learners cannot serve it, so ask voters only.
         voters = [s["Endpoint"] for s in statuses if not s["Status"].get("isLearner")]
-        self.etcdctl("get", "--consistency=l", "health-probe", endpoints=voters)
+        self.etcdctl(*_PROBE, "get", "--consistency=l", "health-probe", endpoints=voters)
 
     def wait_healthy(self, timeout: float = 60) -> None:
         """Every running member answers, they agree on a leader, a quorum read works."""

@@ -27,8 +27,9 @@ def test_plain_cluster_of_each_minor(etcd_cluster_factory, minor):
     assert c.module_args() == {"endpoints": c.client_urls}
 
 
-def test_tls_cluster_requires_a_client_certificate(etcd_cluster_factory):
-    c = etcd_cluster_factory(version="3.5", size=1, tls=True)
+@pytest.mark.parametrize("minor", ["3.4", "3.5", "3.6"])
+def test_tls_cluster_requires_a_client_certificate(etcd_cluster_factory, minor):
+    c = etcd_cluster_factory(version=minor, size=1, tls=True)
 
     assert all(url.startswith("https://127.0.0.1:") for url in c.client_urls)
     c.put("tls/key", "v")
@@ -41,8 +42,9 @@ def test_tls_cluster_requires_a_client_certificate(etcd_cluster_factory):
     assert "client didn't provide a certificate" in c.members[0].log_path.read_text()
 
 
-def test_auth_cluster_requires_the_password(etcd_cluster_factory):
-    c = etcd_cluster_factory(version="3.5", size=1, auth=True)
+@pytest.mark.parametrize("minor", ["3.4", "3.5", "3.6"])
+def test_auth_cluster_requires_the_password(etcd_cluster_factory, minor):
+    c = etcd_cluster_factory(version=minor, size=1, auth=True)
 
     assert c.user == "root" and c.password
     c.put("auth/key", "v")
@@ -99,3 +101,26 @@ def test_failed_start_reports_the_member_log(etcd_cluster_factory):
     with pytest.raises(EtcdClusterError, match="ghost") as info:
         c.wait_healthy(20)
     assert "--- ghost" in str(info.value)
+
+
+@pytest.mark.parametrize("minor", ["3.4", "3.5", "3.6"])
+def test_cluster_from_a_restored_data_dir(etcd_cluster_factory, tmp_path, minor):
+    c = etcd_cluster_factory(version=minor, size=1)
+    c.put("restore/key", "before snapshot")
+    snap = tmp_path / "snap.db"
+    c.etcdctl("snapshot", "save", str(snap))
+    c.put("restore/key", "after snapshot")
+
+    peer = etcd_cluster_factory.free_url()
+    data = tmp_path / "restored"
+    restore = ["snapshot", "restore", str(snap), "--name", "r1", "--data-dir", str(data)]
+    restore += ["--initial-cluster", f"r1={peer}", "--initial-advertise-peer-urls", peer]
+    if minor == "3.4":  # 3.4 has no etcdutl
+        c.etcdctl(*restore)
+    else:
+        c.etcdutl(*restore)
+    r = etcd_cluster_factory.from_data_dir(minor, data, "r1", peer)
+
+    assert r.get("restore/key") == "before snapshot"
+    assert [m["name"] for m in r.member_list()] == ["r1"]
+    assert r.member_list()[0]["peer_urls"] == [peer]

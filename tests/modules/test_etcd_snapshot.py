@@ -1,0 +1,178 @@
+"""etcd_snapshot against real etcd clusters, run through the real `ansible` command.
+
+Save from the leader and from a follower, restore into a new one-member cluster with the
+etcd tool of the same version, on every supported minor; integrity and refusals on 3.5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ansible_adhoc import run_module
+
+VERSIONS = ["3.4", "3.5", "3.6"]
+BUMP = 1_000_000_000
+
+
+def snapshot_run(c, check: bool = False, **args: Any) -> dict[str, Any]:
+    return run_module("etcd_snapshot", {**c.module_args(), **args}, check=check)
+
+
+def restore_args(c, snap: Path, data_dir: Path, peer: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "state": "restored",
+        "path": str(snap),
+        "data_dir": str(data_dir),
+        "name": "r1",
+        "initial_advertise_peer_urls": [peer],
+        "bin_dir": str(c.bin_dir),
+        **extra,
+    }
+
+
+def revision(c) -> int:
+    return int(json.loads(c.etcdctl("get", "-w", "json", "any").stdout)["header"]["revision"])
+
+
+def seed(c, count: int = 20) -> dict[str, str]:
+    data = {f"seed/{i:03d}": f"value-{i}" for i in range(count)}
+    for key, value in data.items():
+        c.put(key, value)
+    return data
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("version", VERSIONS)
+def test_save_from_leader_and_follower_then_restore(etcd_cluster_factory, tmp_path, version):
+    c = etcd_cluster_factory(version=version, size=3)
+    data = seed(c)
+    original_revision = revision(c)
+    leader = c.leader_name()
+    follower = sorted(m.name for m in c.members if m.name != leader)[0]
+    backups = tmp_path / "backups"
+    backups.mkdir()
+
+    planned = snapshot_run(c, check=True, path=str(backups / "leader.db"))
+    assert planned["changed"] and planned["member"]["name"] == leader, planned
+    assert os.listdir(backups) == [], "check mode must write nothing"
+
+    saved = snapshot_run(c, path=str(backups / "leader.db"))
+    assert saved["changed"] and not saved.get("failed"), saved
+    assert saved["member"]["name"] == leader
+    content = (backups / "leader.db").read_bytes()
+    assert saved["size"] == len(content)
+    assert saved["sha256"] == hashlib.sha256(content).hexdigest()
+    assert saved["revision"] >= original_revision
+    assert os.listdir(backups) == ["leader.db"], "no temp file may be left behind"
+    assert oct((backups / "leader.db").stat().st_mode & 0o777) == "0o600"
+
+    again = snapshot_run(c, path=str(backups / "leader.db"))
+    assert not again["changed"] and again["sha256"] == saved["sha256"], again
+
+    from_follower = snapshot_run(
+        c, path=str(backups / "follower.db"), member=follower, bin_dir=str(c.bin_dir)
+    )
+    assert from_follower["changed"] and from_follower["member"]["name"] == follower
+    # With the tool given, the revision is the snapshot's own, read from the file.
+    assert from_follower["revision"] == original_revision, from_follower
+    assert from_follower["snapshot_status"]["revision"] == original_revision
+
+    snap = backups / "follower.db"
+    data_dir = tmp_path / "restored"
+    peer = etcd_cluster_factory.free_url()
+    args = restore_args(c, snap, data_dir, peer, sha256=from_follower["sha256"])
+    planned = run_module("etcd_snapshot", args, check=True)
+    assert planned["changed"] and not data_dir.exists(), planned
+    assert "--bump-revision=1000000000" in planned["command"]
+
+    restored = run_module("etcd_snapshot", args)
+    assert restored["changed"] and not restored.get("failed"), restored
+    assert restored["revision"] == original_revision
+    assert "--mark-compacted" in restored["command"]
+    assert not run_module("etcd_snapshot", args)["changed"], "second restore must be a no-op"
+
+    r = etcd_cluster_factory.from_data_dir(version, data_dir, "r1", peer)
+    for key, value in data.items():
+        assert r.get(key) == value
+    # Watchers of the old cluster resume from revisions it never had: the new cluster's
+    # revisions must be past them, and the old range must read as compacted.
+    assert revision(r) >= original_revision + BUMP
+    old = r.etcdctl("get", f"--rev={original_revision}", "seed/000", check=False)
+    assert old.returncode != 0 and "compacted" in old.stderr, old
+    # The restored member is a new cluster of one, not a member of the old one.
+    assert [m["name"] for m in r.member_list()] == ["r1"]
+    assert not run_module("etcd_snapshot", args)["changed"], "still a no-op once it runs"
+
+
+@pytest.mark.etcd
+def test_corrupt_snapshot_and_wrong_data_dir_are_refused(etcd_cluster_factory, tmp_path):
+    c = etcd_cluster_factory(version="3.5", size=1)
+    seed(c)
+    snap = tmp_path / "good.db"
+    saved = snapshot_run(c, path=str(snap))
+    assert saved["changed"], saved
+    peer = etcd_cluster_factory.free_url()
+
+    corrupt = tmp_path / "corrupt.db"
+    content = bytearray(snap.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(content))
+    result = run_module("etcd_snapshot", restore_args(c, corrupt, tmp_path / "d1", peer))
+    assert result["failed"] and result["reason"] == "SnapshotCorrupt", result
+    assert "does not match the hash etcd appended" in result["msg"]
+    assert not (tmp_path / "d1").exists()
+
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(snap.read_bytes()[:-100])
+    result = run_module("etcd_snapshot", restore_args(c, truncated, tmp_path / "d2", peer))
+    assert result["failed"] and "no etcd integrity hash" in result["msg"], result
+
+    wrong_sha = restore_args(c, snap, tmp_path / "d3", peer, sha256="0" * 64)
+    result = run_module("etcd_snapshot", wrong_sha)
+    assert result["failed"] and "not the expected" in result["msg"], result
+    assert not (tmp_path / "d3").exists()
+
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "member").mkdir()
+    result = run_module("etcd_snapshot", restore_args(c, snap, occupied, peer))
+    assert result["failed"] and result["reason"] == "Refused", result
+    assert os.listdir(occupied) == ["member"]
+
+    first = restore_args(c, snap, tmp_path / "d4", peer)
+    assert run_module("etcd_snapshot", first)["changed"]
+    other_name = run_module("etcd_snapshot", {**first, "name": "r2"})
+    assert other_name["failed"] and "different restore" in other_name["msg"], other_name
+
+    # An existing file is kept unless force; force replaces it atomically.
+    forced = snapshot_run(c, path=str(snap), force=True)
+    assert forced["changed"] and snap.stat().st_size == forced["size"], forced
+
+
+@pytest.mark.etcd
+def test_bad_input_fails_clearly(etcd_cluster_factory, tmp_path):
+    c = etcd_cluster_factory(version="3.5", size=1)
+    unknown = snapshot_run(c, path=str(tmp_path / "x.db"), member="nope")
+    assert unknown["failed"] and "no member 'nope'" in unknown["msg"], unknown
+
+    unreachable = run_module(
+        "etcd_snapshot",
+        {"endpoints": [etcd_cluster_factory.free_url()], "path": str(tmp_path / "y.db")},
+    )
+    assert unreachable["failed"] and "connection refused" in unreachable["msg"], unreachable
+
+    no_dir = snapshot_run(c, path=str(tmp_path / "missing" / "z.db"))
+    assert no_dir["failed"] and "does not exist" in no_dir["msg"], no_dir
+
+    no_tool = run_module(
+        "etcd_snapshot",
+        {"state": "restored", "path": str(tmp_path / "x.db"), "data_dir": str(tmp_path / "d")},
+    )
+    assert no_tool["failed"] and "etcdutl or bin_dir" in no_tool["msg"], no_tool
+    assert os.listdir(tmp_path) == ["etcd"], "nothing may be written on bad input"

@@ -6,7 +6,7 @@ A version whose binaries cannot be built makes these tests fail with the build's
 
 import pytest
 
-from tests.etcd_cluster import EtcdClusterError, EtcdctlError
+from tests.etcd_cluster import EtcdClusterError, EtcdctlError, etcd_bin_dir
 
 pytestmark = pytest.mark.etcd
 
@@ -124,3 +124,17 @@ def test_cluster_from_a_restored_data_dir(etcd_cluster_factory, tmp_path, minor)
     assert r.get("restore/key") == "before snapshot"
     assert [m["name"] for m in r.member_list()] == ["r1"]
     assert r.member_list()[0]["peer_urls"] == [peer]
+
+
+def test_restart_member_with_the_next_minor(etcd_cluster_factory):
+    c = etcd_cluster_factory(version="3.5", size=3)
+    c.put("upgrade/key", "kept")
+    newer = etcd_bin_dir("3.6").name
+
+    for m in c.members:
+        c.stop_member(m.name)
+        c.restart_member(m.name, version="3.6")
+        c.wait_healthy(60)
+
+    assert {s["Status"]["version"] for s in c.endpoint_status()} == {newer}
+    assert c.get("upgrade/key") == "kept"

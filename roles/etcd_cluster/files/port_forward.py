@@ -11,6 +11,7 @@ forward left behind by a killed run still ends by itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -59,10 +60,8 @@ def _free_port() -> int:
 
 def _stop(entry: dict[str, Any]) -> None:
     # kubectl runs in its own session: end the whole group (timeout + kubectl).
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(int(entry["pid"]), signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def _start(args: argparse.Namespace, pod: str, uid: str) -> dict[str, Any]:
@@ -83,7 +82,11 @@ def _start(args: argparse.Namespace, pod: str, uid: str) -> dict[str, Any]:
         cmd = [timeout, "--kill-after=5", str(args.max_seconds), *cmd]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     entry = {"uid": uid, "port": port, "pid": proc.pid}
     deadline = time.monotonic() + START_TIMEOUT

@@ -1,0 +1,88 @@
+"""Small helpers over kubectl for the end-to-end tests (every wait is bounded)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.k8s_cluster import K8sCluster
+
+TLS_ARGS = [
+    "--cacert=/etc/etcd/tls/server/ca.crt",
+    "--cert=/etc/etcd/tls/server/tls.crt",
+    "--key=/etc/etcd/tls/server/tls.key",
+]
+
+
+def etcd_cluster(name: str, size: int = 3, version: str = "3.6.16", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name},
+        "spec": {"size": size, "version": version, "storage": {"size": "64Mi"}, **spec},
+    }
+
+
+def apply(k8s: K8sCluster, ns: str, obj: dict[str, Any], check: bool = True) -> Any:
+    return k8s.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(obj), check=check)
+
+
+def get(k8s: K8sCluster, ns: str, *what: str) -> dict[str, Any]:
+    return json.loads(k8s.kubectl("-n", ns, "get", *what, "-o", "json").stdout)
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def wait_available(
+    k8s: K8sCluster, ns: str, name: str, size: int, timeout: float
+) -> dict[str, Any]:
+    def ready() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", name)
+        status = obj.get("status", {})
+        ok = (
+            condition(obj, "Available").get("status") == "True"
+            and status.get("readyMembers") == size
+            and status.get("size") == size
+            and status.get("phase") == "Running"
+        )
+        return obj if ok else {}
+
+    return k8s.wait_for(ready, timeout=timeout, interval=2, what=f"{name} Available with {size}")
+
+
+def pods(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
+    items = get(k8s, ns, "pods", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def etcdctl(k8s: K8sCluster, ns: str, pod: str, *args: str, endpoint: str = "") -> str:
+    target = endpoint or "https://127.0.0.1:2379"
+    out = k8s.kubectl(
+        "-n",
+        ns,
+        "exec",
+        pod,
+        "-c",
+        "etcd",
+        "--",
+        "/usr/local/bin/etcdctl",
+        f"--endpoints={target}",
+        *TLS_ARGS,
+        *args,
+    )
+    return out.stdout
+
+
+def member_list(k8s: K8sCluster, ns: str, pod: str) -> list[dict[str, Any]]:
+    data = json.loads(etcdctl(k8s, ns, pod, "member", "list", "-w", "json"))
+    return list(data.get("members", []))
+
+
+def events(k8s: K8sCluster, ns: str, reason: str) -> list[dict[str, Any]]:
+    items = get(k8s, ns, "events", "--field-selector", f"reason={reason}")["items"]
+    return list(items)

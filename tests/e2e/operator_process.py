@@ -1,0 +1,94 @@
+"""The operator as a host process with its ServiceAccount's rights (hack/run-operator-as-sa),
+watching only the test's namespace, so tests prove the RBAC in config/rbac as well."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from tests.k8s_cluster import REPO, K8sCluster
+
+SA_KUBECONFIG = (
+    Path(os.environ.get("ETCD_OPERATOR_CACHE", Path.home() / ".cache" / "etcd-runbook-operator"))
+    / "run-operator-as-sa"
+    / "kubeconfig"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """Start, kill and restart operator.py; its output goes to a log file for diagnosis."""
+
+    def __init__(self, cluster: K8sCluster, namespace: str, workdir: Path) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.workdir = workdir
+        self.lease = f"e2e-{uuid.uuid4().hex[:8]}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, apply: bool = True) -> None:
+        self.starts += 1
+        log = (self.workdir / f"operator-{self.starts}.log").open("wb")
+        env = dict(os.environ)
+        # kubectl for the runbooks' port-forwards (the operator runs outside the cluster).
+        env["PATH"] = f"{self.cluster.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["KUBECONFIG"] = str(self.cluster.kubeconfig)
+        cmd = [
+            str(REPO / "hack" / "run-operator-as-sa"),
+            *([] if apply else ["--no-apply"]),
+            "--",
+            "--namespace",
+            self.namespace,
+            "--leader-election-id",
+            self.lease,
+            "--artifacts-dir",
+            str(self.workdir / "artifacts"),
+            "--metrics-bind-address",
+            f"127.0.0.1:{_free_port()}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{_free_port()}",
+            "--reconcile-period",
+            "300",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the operator and the playbook it runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        path = self.workdir / f"operator-{self.starts}.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
+
+    def wait_running(self, seconds: float = 2.0) -> None:
+        time.sleep(seconds)
+        assert self.proc is not None and self.proc.poll() is None, self.log_tail()

@@ -1,0 +1,167 @@
+"""The operator end to end on the local Kubernetes: a real API server, real etcd Pods, the
+operator as a host process with its ServiceAccount's rights, the runbooks run by ansible-runner."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import (
+    apply,
+    condition,
+    etcd_cluster,
+    etcdctl,
+    events,
+    get,
+    member_list,
+    pods,
+    wait_available,
+)
+from tests.e2e.operator_process import OperatorProcess
+from tests.k8s_cluster import K8sCluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+AVAILABLE_WITHIN = 300  # seconds for a new 3-member cluster (seed + 2 learners promoted)
+SA = "system:serviceaccount:etcd-operator-system:etcd-runbook-operator"
+
+
+def test_cluster_lifecycle(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "lifecycle"
+    started = time.monotonic()
+    apply(k8s, ns, etcd_cluster(name))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    print(f"3 members Available after {time.monotonic() - started:.0f}s")
+    status = obj["status"]
+    assert status["currentVersion"] == "3.6.16"
+    assert len({m["id"] for m in status["members"]}) == 3
+    assert status["leader"] in {m["name"] for m in status["members"]}
+    assert condition(obj, "Degraded")["status"] == "False"
+
+    # Printer columns.
+    table = k8s.kubectl("-n", ns, "get", "etcd").stdout.splitlines()
+    assert table[0].split() == ["NAME", "SIZE", "READY", "VERSION", "PHASE", "AGE"]
+    assert table[1].split()[:5] == [name, "3", "3", "3.6.16", "Running"]
+
+    # Keys written through the client Service are read back through it from another member.
+    svc = f"https://{name}-client.{ns}.svc.cluster.local:2379"
+    members = sorted(p["metadata"]["name"] for p in pods(k8s, ns, name))
+    assert etcdctl(k8s, ns, members[0], "put", "e2e/key", "value-1", endpoint=svc).strip() == "OK"
+    got = etcdctl(k8s, ns, members[1], "get", "e2e/key", "--print-value-only", endpoint=svc)
+    assert got.strip() == "value-1"
+
+    # A deleted member Pod is noticed at once (not at the 300s resync) and comes back on its
+    # claim with the same member ID and its data.
+    victim = members[2]
+    before = {m["name"]: m["id"] for m in status["members"]}
+    old_uid = next(p for p in pods(k8s, ns, name) if p["metadata"]["name"] == victim)["metadata"][
+        "uid"
+    ]
+    deleted_at = time.monotonic()
+    k8s.kubectl("-n", ns, "delete", "pod", victim, "--wait=false")
+
+    def recreated() -> bool:
+        return any(
+            p["metadata"]["name"] == victim and p["metadata"]["uid"] != old_uid
+            for p in pods(k8s, ns, name)
+        )
+
+    k8s.wait_for(recreated, timeout=60, interval=0.5, what=f"{victim} re-created")
+    noticed = time.monotonic() - deleted_at
+    print(f"member Pod re-created {noticed:.1f}s after deletion")
+    assert noticed < 60
+    obj = wait_available(k8s, ns, name, 3, 180)
+    after = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    assert after == before
+    got = etcdctl(k8s, ns, victim, "get", "e2e/key", "--print-value-only", "--consistency=s")
+    assert got.strip() == "value-1"
+
+    # A version that skips a minor is refused: Degraded + an Event, nothing touched.
+    uids = sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name))
+    k8s.kubectl(
+        "-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"version":"3.4.31"}}'
+    )
+
+    def refused() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        c = condition(o, "Degraded")
+        return o if c.get("status") == "True" and c.get("reason") == "UnsafeVersionChange" else {}
+
+    obj = k8s.wait_for(refused, timeout=120, interval=1, what="Degraded UnsafeVersionChange")
+    assert "3.4.31" in condition(obj, "Degraded")["message"]
+    k8s.wait_for(
+        lambda: events(k8s, ns, "UnsafeVersionChange"), timeout=60, what="UnsafeVersionChange event"
+    )
+    assert sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name)) == uids
+    images = {p["spec"]["containers"][0]["image"] for p in pods(k8s, ns, name)}
+    assert images == {"gcr.io/etcd-development/etcd:v3.6.16"}
+    k8s.kubectl(
+        "-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"version":"3.6.16"}}'
+    )
+    wait_available(k8s, ns, name, 3, 120)
+
+    # Deleting the EtcdCluster removes its Pods and Services and keeps the claims.
+    k8s.kubectl("-n", ns, "delete", "etcd", name, "--timeout=180s")
+    k8s.wait_for(lambda: not pods(k8s, ns, name), timeout=120, what="member Pods gone")
+    services = get(k8s, ns, "services", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    assert services == []
+    claims = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    assert len(claims) == 3
+
+
+def test_operator_killed_during_bootstrap(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "restart"
+    apply(k8s, ns, etcd_cluster(name))
+
+    # Kill the operator (and its playbook) as soon as the second member is being added.
+    def second_member_started() -> bool:
+        claims = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+        return len(claims) >= 2
+
+    k8s.wait_for(second_member_started, timeout=240, interval=0.3, what="second member added")
+    operator.kill()
+    time.sleep(3)
+    operator.start(apply=False)
+    operator.wait_running()
+
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    names = sorted(m["name"] for m in obj["status"]["members"])
+    assert len(names) == 3 and len(set(names)) == 3
+    members = member_list(k8s, ns, names[0])
+    assert len(members) == 3, members
+    assert not any(m.get("isLearner") for m in members)
+    assert sorted(m["name"] for m in members) == names
+    assert sorted(p["metadata"]["name"] for p in pods(k8s, ns, name)) == names
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [({"size": 0}, "spec.size"), ({"version": "latest"}, "spec.version")],
+)
+def test_invalid_spec_rejected_by_the_api_server(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator_api: None, spec: dict, field: str
+) -> None:
+    obj = etcd_cluster("bad")
+    obj["spec"].update(spec)
+    out = apply(k8s_cluster, k8s_namespace, obj, check=False)
+    assert out.returncode != 0
+    assert field in out.stderr, out.stderr
+
+
+def test_operator_rbac_is_least_privilege(k8s_cluster: K8sCluster, operator_api: None) -> None:
+    can = k8s_cluster.kubectl("auth", "can-i", f"--as={SA}", "delete", "nodes", check=False)
+    assert can.stdout.strip() == "no"
+    can = k8s_cluster.kubectl("auth", "can-i", f"--as={SA}", "create", "pods", check=False)
+    assert can.stdout.strip() == "yes"
+    can = k8s_cluster.kubectl("auth", "can-i", f"--as={SA}", "create", "deployments", check=False)
+    assert can.stdout.strip() == "no"
+    # A real request made as the operator's account is denied by the API server.
+    denied = k8s_cluster.kubectl(f"--as={SA}", "delete", "node", "does-not-matter", check=False)
+    assert denied.returncode != 0
+    assert "forbidden" in denied.stderr.lower(), denied.stderr

@@ -77,6 +77,11 @@ class Watch:
     full_run_interval: float = 600.0
     fingerprint_annotations: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # By default the annotations of our own API group are the ones that matter.
+        if not self.fingerprint_annotations:
+            object.__setattr__(self, "fingerprint_annotations", (f"{self.group}/",))
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
@@ -234,8 +239,6 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
         if not all(isinstance(v, str) for v in values):
             raise ConfigError(f"{where}: 'fingerprintAnnotations' must be a list of strings")
         kwargs["fingerprint_annotations"] = tuple(values)
-    else:
-        kwargs["fingerprint_annotations"] = (f"{data['group']}/",)
     return Watch(
         group=data["group"], version=data["version"], kind=data["kind"], target=target, **kwargs
     )

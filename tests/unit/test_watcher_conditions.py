@@ -20,7 +20,10 @@ def test_new_generation_sets_only_progressing():
 def test_success_defaults_and_last_transition_time_only_on_change():
     s1 = after_run(None, 1, True, {}, "", T0)
     assert {c["type"]: c["status"] for c in s1["conditions"]} == {
-        "Available": "True", "Progressing": "False", "Degraded": "False"}
+        "Available": "True",
+        "Progressing": "False",
+        "Degraded": "False",
+    }
     s2 = after_run(s1, 1, True, {}, "", T1)
     assert s2 == s1, "an identical run changes nothing, so no status write"
     s3 = after_run(s2, 1, False, {}, "task 'x' failed: boom", T2)
@@ -47,8 +50,15 @@ def test_role_status_and_conditions_are_merged():
 
 
 def test_failure_with_role_degraded_keeps_the_role_reason():
-    stats = {"operator_conditions": {"Degraded": {"status": "True", "reason": "UnsafeScaleDown",
-                                                  "message": "never remove from 2 members"}}}
+    stats = {
+        "operator_conditions": {
+            "Degraded": {
+                "status": "True",
+                "reason": "UnsafeScaleDown",
+                "message": "never remove from 2 members",
+            }
+        }
+    }
     s = after_run(None, 1, False, stats, "task failed", T0)
     assert get_condition(s, "Degraded")["reason"] == "UnsafeScaleDown"
     assert get_condition(s, "Available") is None, "a failure does not invent availability"

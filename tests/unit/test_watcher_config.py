@@ -64,7 +64,9 @@ def test_unknown_key_in_finalizer(tmp_path):
 
 
 def test_finalizer_with_only_vars_reuses_main_target(tmp_path):
-    [w] = load_watches(write(tmp_path, BASE + "  finalizer:\n    name: x/y\n    vars: {state: absent}\n"))
+    [w] = load_watches(
+        write(tmp_path, BASE + "  finalizer:\n    name: x/y\n    vars: {state: absent}\n")
+    )
     assert w.finalizer and w.finalizer.target.playbook == w.target.playbook
     assert w.finalizer.target.vars == {"state": "absent"}
 
@@ -93,7 +95,9 @@ def test_missing_playbook_and_duplicate_kind(tmp_path):
 def test_selector_and_own_keys(tmp_path):
     text = BASE + (
         "  selector:\n    matchLabels: {tier: db}\n"
-        "    matchExpressions: [{key: env, operator: In, values: [a, b]}, {key: x, operator: Exists}]\n"
+        "    matchExpressions:\n"
+        "      - {key: env, operator: In, values: [a, b]}\n"
+        "      - {key: x, operator: Exists}\n"
         "  fullRunInterval: 5m\n  reconcilePeriod: 1m30s\n  fingerprintAnnotations: [a/]\n"
     )
     [w] = load_watches(write(tmp_path, text))

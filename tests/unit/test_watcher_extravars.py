@@ -30,8 +30,13 @@ def test_snake_keys_is_recursive_and_leaves_values_alone():
 
 
 def watch(snake: bool = True) -> Watch:
-    return Watch(group="etcd.runbook.io", version="v1alpha1", kind="EtcdCluster",
-                 target=Target(playbook=Path("/x.yml")), snake_case_parameters=snake)
+    return Watch(
+        group="etcd.runbook.io",
+        version="v1alpha1",
+        kind="EtcdCluster",
+        target=Target(playbook=Path("/x.yml")),
+        snake_case_parameters=snake,
+    )
 
 
 OBJ = {

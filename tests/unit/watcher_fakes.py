@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,12 @@ class FakeKube:
             self.calls.append(("GET", path))
             if path in self.objects:
                 return copy.deepcopy(self.objects[path])
-            items = [copy.deepcopy(o) for p, o in self.objects.items() if p.rsplit("/", 1)[0] == path]
+            items = [
+                copy.deepcopy(o)
+                for p, o in self.objects.items()
+                if path
+                in (p.rsplit("/", 1)[0], re.sub(r"/namespaces/[^/]+", "", p.rsplit("/", 1)[0]))
+            ]
             if items or path.endswith(("pods", "persistentvolumeclaims", "widgets")):
                 return {"metadata": {"resourceVersion": str(next(self._rv))}, "items": items}
             raise ApiException(status=404, reason="Not Found")
@@ -74,7 +80,9 @@ class FakeKube:
                 new = copy.deepcopy(body)
                 if "status" in current:
                     new["status"] = current["status"]
-                if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+                if new["metadata"].get("deletionTimestamp") and not new["metadata"].get(
+                    "finalizers"
+                ):
                     del self.objects[base]
                     return new
             return self.put_object(base, new)
@@ -89,7 +97,9 @@ class FakeKube:
             current.update(body)
             return self.put_object(path, current)
 
-    def watch(self, path: str, query: dict[str, Any], timeout_seconds: int) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, query: dict[str, Any], timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
         with self.lock:
             self.calls.append(("WATCH", f"{path}?rv={query.get('resourceVersion')}"))
             script = self.watch_scripts.pop(0) if self.watch_scripts else []
@@ -108,16 +118,32 @@ class FakeRunner:
         self.results = list(results or [])
         self.runs: list[dict[str, Any]] = []
 
-    def run(self, target: Any, extravars: dict[str, Any], artifact_parent: Path, keep: int,
-            timeout: float) -> RunResult:
+    def run(
+        self,
+        target: Any,
+        extravars: dict[str, Any],
+        artifact_parent: Path,
+        keep: int,
+        timeout: float,
+    ) -> RunResult:
         self.runs.append({"target": target, "extravars": extravars})
         if self.results:
             return self.results.pop(0)
         return RunResult(status="successful", rc=0, duration=0.01, artifact_dir=artifact_parent)
 
 
-def result(ok: bool = True, stats: dict[str, Any] | None = None, task: str | None = None,
-           msg: str | None = None) -> RunResult:
-    return RunResult(status="successful" if ok else "failed", rc=0 if ok else 2, duration=0.01,
-                     artifact_dir=Path("/nonexistent"), stats=stats or {}, failed_task=task,
-                     failed_msg=msg)
+def result(
+    ok: bool = True,
+    stats: dict[str, Any] | None = None,
+    task: str | None = None,
+    msg: str | None = None,
+) -> RunResult:
+    return RunResult(
+        status="successful" if ok else "failed",
+        rc=0 if ok else 2,
+        duration=0.01,
+        artifact_dir=Path("/nonexistent"),
+        stats=stats or {},
+        failed_task=task,
+        failed_msg=msg,
+    )

@@ -1,0 +1,244 @@
+"""Reconcile logic against an in-memory API server and a recording runner."""
+
+from pathlib import Path
+
+import pytest
+
+from etcd_runbook_operator.config import Finalizer, Target, Watch
+from etcd_runbook_operator.controller import Controller, owner_key
+from etcd_runbook_operator.events import EventRecorder
+from etcd_runbook_operator.kube import Resource
+from etcd_runbook_operator.metrics import Metrics
+from tests.unit.watcher_fakes import FakeKube, FakeRunner, result
+
+WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
+PB = Target(playbook=Path("/pb.yml"))
+FIN = Finalizer(
+    name="test.runbook.io/finalizer",
+    target=Target(playbook=Path("/pb.yml"), vars={"state": "absent"}),
+)
+KEY = ("ns", "w1")
+PATH = WIDGETS.path("ns", "w1")
+
+
+def make(tmp_path, results=None, finalizer=FIN, **watch_kw):
+    kube = FakeKube()
+    kube.put_object(
+        PATH,
+        {
+            "apiVersion": "test.runbook.io/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w1", "namespace": "ns", "uid": "u1", "generation": 1},
+            "spec": {"colorName": "blue", "password": "s3cret"},
+        },
+    )
+    watch = Watch(
+        group="test.runbook.io",
+        version="v1",
+        kind="Widget",
+        target=PB,
+        finalizer=finalizer,
+        **watch_kw,
+    )
+    runner = FakeRunner(tmp_path, results)
+    metrics = Metrics()
+    ctl = Controller(
+        kube,
+        watch,
+        WIDGETS,
+        runner,
+        EventRecorder(kube),
+        metrics,  # type: ignore[arg-type]
+        [None],
+        runner_timeout=60,
+        workers=1,
+    )
+    return kube, runner, ctl, metrics
+
+
+def sample(metrics, name, **labels):
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def status(kube):
+    return kube.objects[PATH].get("status", {})
+
+
+def cond(kube, type_):
+    return next(c for c in status(kube)["conditions"] if c["type"] == type_)
+
+
+def test_first_sight_adds_finalizer_before_running(tmp_path):
+    kube, runner, ctl, _ = make(tmp_path)
+    ctl.reconcile(KEY)
+    methods = [m for m, p in kube.calls if m in ("PUT", "POST")]
+    assert methods[0] == "PUT" and kube.calls.index(("PUT", PATH)) < len(kube.calls)
+    assert kube.objects[PATH]["metadata"]["finalizers"] == ["test.runbook.io/finalizer"]
+    assert len(runner.runs) == 1
+    ev = runner.runs[0]["extravars"]
+    assert ev["color_name"] == "blue" and ev["ansible_operator_meta"] == {
+        "name": "w1",
+        "namespace": "ns",
+    }
+    assert "state" not in ev
+
+
+def test_success_writes_status_and_skips_an_unchanged_resync(tmp_path):
+    stats = {
+        "operator_status": {"phase": "Ready"},
+        "operator_events": [{"type": "Normal", "reason": "Created", "message": "cm made"}],
+    }
+    kube, runner, ctl, metrics = make(tmp_path, [result(stats=stats)])
+    ctl.reconcile(KEY)
+    assert status(kube)["phase"] == "Ready" and status(kube)["observedGeneration"] == 1
+    assert cond(kube, "Available")["status"] == "True"
+    events = [o for p, o in kube.objects.items() if "/events/" in p]
+    assert [(e["reason"], e["count"]) for e in events] == [("Created", 1)]
+    rv_after = kube.objects[PATH]["metadata"]["resourceVersion"]
+    ctl.reconcile(KEY)  # status write bumped the resourceVersion: not an input, so skipped
+    assert len(runner.runs) == 1
+    assert sample(metrics, "etcd_runbook_operator_reconcile_skipped_total", kind="Widget") == 1
+    assert kube.objects[PATH]["metadata"]["resourceVersion"] == rv_after, "a skip writes nothing"
+
+
+def test_changes_that_matter_defeat_the_skip(tmp_path):
+    kube, runner, ctl, _ = make(tmp_path)
+    ctl.reconcile(KEY)
+    obj = kube.objects[PATH]
+    obj["metadata"]["annotations"] = {"unrelated.io/x": "1"}
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    obj["metadata"]["annotations"] = {"test.runbook.io/pause": "true"}
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+    obj["spec"]["colorName"] = "red"
+    obj["metadata"]["generation"] = 2
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3
+
+
+def test_max_age_forces_a_full_run(tmp_path):
+    _kube, runner, ctl, _ = make(tmp_path, full_run_interval=0.0)
+    ctl.reconcile(KEY)
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+
+
+def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):
+    kube, runner, ctl, _ = make(
+        tmp_path,
+        [
+            result(False, task="create cm", msg="forbidden"),
+            result(False, task="create cm", msg="forbidden"),
+        ],
+    )
+    ctl.reconcile(KEY)
+    d = cond(kube, "Degraded")
+    assert (d["status"], d["reason"]) == ("True", "RunbookFailed")
+    assert "create cm" in d["message"] and "forbidden" in d["message"]
+    assert ctl.queue.failures(KEY) == 1
+    ctl.reconcile(KEY)  # not skipped after a failure
+    assert len(runner.runs) == 2
+    warnings = [o for p, o in kube.objects.items() if "/events/" in p]
+    assert len(warnings) == 1 and warnings[0]["count"] == 2, "identical events aggregate"
+    assert warnings[0]["type"] == "Warning"
+
+
+def test_no_progressing_flap_on_resync_but_on_new_generation(tmp_path):
+    kube, _runner, ctl, _ = make(tmp_path, full_run_interval=0.0)
+    ctl.reconcile(KEY)
+    puts_before = [c for c in kube.calls if c == ("PUT", PATH + "/status")]
+    ctl.reconcile(KEY)  # full run again, same outcome: no status write at all
+    assert [c for c in kube.calls if c == ("PUT", PATH + "/status")] == puts_before
+    kube.objects[PATH]["metadata"]["generation"] = 2
+    seen = []
+    real_replace = kube.replace
+
+    def spy(path, body):
+        if path.endswith("/status"):
+            seen.append({c["type"]: c["status"] for c in body["status"]["conditions"]})
+        return real_replace(path, body)
+
+    kube.replace = spy  # type: ignore[method-assign]
+    ctl.reconcile(KEY)
+    assert seen[0]["Progressing"] == "True" and seen[0]["Available"] == "True"
+    assert seen[-1]["Progressing"] == "False"
+
+
+def test_status_write_retries_on_conflict(tmp_path):
+    kube, _runner, ctl, _ = make(tmp_path, finalizer=None)
+    kube.conflicts_to_inject = 2
+    ctl.reconcile(KEY)
+    assert status(kube)["observedGeneration"] == 1
+
+
+def test_deletion_runs_finalizer_then_removes_it(tmp_path):
+    kube, runner, ctl, _ = make(
+        tmp_path, [result(), result(False, msg="etcd unreachable"), result()]
+    )
+    ctl.reconcile(KEY)
+    kube.objects[PATH]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ctl.reconcile(KEY)
+    assert runner.runs[1]["extravars"]["state"] == "absent"
+    assert kube.objects[PATH]["metadata"]["finalizers"] == ["test.runbook.io/finalizer"], (
+        "a failed finalizer run keeps the finalizer"
+    )
+    ctl.reconcile(KEY)
+    assert PATH not in kube.objects, "finalizer removed after success, object gone"
+    ctl.reconcile(KEY)  # 404: nothing to do
+    assert len(runner.runs) == 3
+
+
+@pytest.mark.parametrize(
+    "meta, expected",
+    [
+        (
+            {
+                "ownerReferences": [
+                    {
+                        "apiVersion": "test.runbook.io/v1",
+                        "kind": "Widget",
+                        "name": "w1",
+                        "controller": True,
+                    }
+                ],
+                "labels": {"etcd.runbook.io/cluster": "zz"},
+            },
+            ("ns", "w1"),
+        ),
+        (
+            {
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "controller": True}
+                ],
+                "labels": {"etcd.runbook.io/cluster": "w2"},
+            },
+            ("ns", "w2"),
+        ),
+        ({"labels": {}}, None),
+    ],
+)
+def test_owner_key(meta, expected):
+    watch = Watch(group="test.runbook.io", version="v1", kind="Widget", target=PB)
+    assert owner_key({"metadata": {"namespace": "ns", "name": "p", **meta}}, watch) == expected
+
+
+def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
+    _kube, runner, ctl, _ = make(tmp_path)
+    pod = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "w1-0",
+            "uid": "p1",
+            "resourceVersion": "5",
+            "labels": {"etcd.runbook.io/cluster": "w1"},
+        }
+    }
+    ctl.dependents[0]._cache[("ns", "w1-0")] = pod
+    ctl.reconcile(KEY)
+    ctl._on_dependent("MODIFIED", pod)
+    assert ctl.queue.get(0) == KEY
+    ctl.queue.done(KEY)
+    pod["metadata"]["resourceVersion"] = "6"  # e.g. the Pod went NotReady
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2

@@ -1,0 +1,74 @@
+import threading
+
+from etcd_runbook_operator.kube import LEASES
+from etcd_runbook_operator.leader import LeaderElector
+from tests.unit.watcher_fakes import FakeKube
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pair():
+    kube, clock = FakeKube(), Clock()
+    a = LeaderElector(kube, "sys", "lock", "a", clock=clock)
+    b = LeaderElector(kube, "sys", "lock", "b", clock=clock)
+    return kube, clock, a, b
+
+
+def holder(kube):
+    return kube.objects[LEASES.path("sys", "lock")]["spec"]["holderIdentity"]
+
+
+def test_only_one_candidate_holds_the_lease():
+    kube, clock, a, b = pair()
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    clock.now += 10
+    assert a.try_acquire_or_renew(), "renewal by the holder"
+    assert not b.try_acquire_or_renew()
+    assert holder(kube) == "a"
+
+
+def test_takeover_only_after_lease_duration_without_renewal():
+    kube, clock, a, b = pair()
+    a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    clock.now += 14
+    assert not b.try_acquire_or_renew()
+    clock.now += 2
+    assert b.try_acquire_or_renew()
+    spec = kube.objects[LEASES.path("sys", "lock")]["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+
+
+def test_release_lets_a_standby_take_over_at_once():
+    _kube, _clock, a, b = pair()
+    a.try_acquire_or_renew()
+    a.is_leader.set()
+    assert not b.try_acquire_or_renew()
+    a.release()
+    assert b.try_acquire_or_renew()
+
+
+def test_renew_failure_past_the_deadline_means_lost():
+    kube, clock, a, _ = pair()
+    started = threading.Event()
+    a.retry_period = 0.01
+    stop = threading.Event()
+    t = threading.Thread(target=a.run, args=(stop, started.set), daemon=True)
+    t.start()
+    assert started.wait(2)
+    # Someone else holds the lease now (we were partitioned away): our renewals fail...
+    with kube.lock:
+        kube.objects[LEASES.path("sys", "lock")]["spec"].update(holderIdentity="b", renewTime="x")
+    threading.Event().wait(0.1)
+    assert a.is_leader.is_set() and not a.lost.is_set(), "not lost before the renew deadline"
+    clock.now += 11  # ...for longer than the renew deadline (10 s)
+    t.join(5)
+    stop.set()
+    assert a.lost.is_set() and not a.is_leader.is_set()

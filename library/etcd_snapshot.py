@@ -231,9 +231,9 @@ from ansible.module_utils.etcd_common import (
     connection_required_together,
 )
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_health import cluster_health
 from ansible.module_utils.etcd_maintenance_ops import (
     describe,
+    maintenance_health,
     member_endpoint,
     read_revision,
     resolve_member,
@@ -295,7 +295,7 @@ def save(module: AnsibleModule) -> dict[str, Any]:
     if not params["endpoints"]:
         raise EtcdInputError("state=saved needs endpoints")
     with EtcdClient(ConnectionParams.from_module_params(params)) as client:
-        health = cluster_health(client)
+        health = maintenance_health(client)
         if params["member"]:
             member = resolve_member(health, params["member"])
         elif health.leader is not None:

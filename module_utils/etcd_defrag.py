@@ -59,13 +59,13 @@ class DefragPlan:
 
 def plan_defrag(health: ClusterHealth, only: Member | None, corrupt: bool) -> DefragPlan:
     """Refuse unless the cluster is healthy; order followers (by name) then the leader."""
-    require_healthy(health, "defragment")
     if corrupt:
         raise EtcdRefusedError(
             "refusing to defragment: a CORRUPT alarm is raised; find the corrupt member and "
             "replace it before any maintenance",
             reason="CorruptAlarm",
         )
+    require_healthy(health, "defragment")
     leader_id = health.leader_id
     chosen = [only] if only is not None else health.members
     ordered = sorted((m for m in chosen if m.id != leader_id), key=lambda m: m.name)

@@ -16,10 +16,11 @@ from ansible.module_utils.etcd_errors import (
     EtcdRefusedError,
     EtcdServerError,
 )
-from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
+from ansible.module_utils.etcd_health import ClusterHealth
 from ansible.module_utils.etcd_maintenance_ops import (
     compacted_revision,
     describe,
+    maintenance_health,
     member_endpoint,
     require_healthy,
     resolve_member,
@@ -43,7 +44,7 @@ def _leader_endpoint(client: EtcdClient, health: ClusterHealth) -> EndpointClien
 
 
 def defragment(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = cluster_health(client)
+    health = maintenance_health(client)
     only = resolve_member(health, params["member"]) if params["member"] else None
     corrupt = any(alarm.alarm == "CORRUPT" for alarm in client.alarms())
     plan = plan_defrag(health, only, corrupt)
@@ -80,7 +81,7 @@ def defragment(client: EtcdClient, params: Params, check: bool) -> dict[str, Any
 
 
 def compact(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = cluster_health(client)
+    health = maintenance_health(client)
     endpoint = _leader_endpoint(client, health)
     current = client.current_revision()
     if params["keep"] is not None:
@@ -124,7 +125,7 @@ def compact(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
 
 
 def move_leader(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = cluster_health(client)
+    health = maintenance_health(client)
     target = resolve_member(health, params["to"])
     if target.is_learner:
         raise EtcdRefusedError(
@@ -152,7 +153,7 @@ def move_leader(client: EtcdClient, params: Params, check: bool) -> dict[str, An
 def _wait_for_leader(client: EtcdClient, member_id: str, name: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        health = cluster_health(client)
+        health = maintenance_health(client)
         if health.leader_id == member_id and all(
             s.leader == member_id for s in health.member_status.values() if s.healthy
         ):
@@ -193,7 +194,7 @@ def disarm_alarms(client: EtcdClient, params: Params, check: bool) -> dict[str, 
     unknown = [a for a in alarms if a.alarm != "NOSPACE"]
     if unknown:
         raise EtcdRefusedError(f"refusing to disarm alarms of unknown kind: {unknown}")
-    health = cluster_health(client)
+    health = maintenance_health(client)
     quota = _check_space(client, health, params)
     result["quota"] = quota
     if check:
@@ -260,7 +261,7 @@ def downgrade(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]
     action = params["downgrade_action"]
     major, minor = _minor(params["target_version"], "target_version")
     target = f"{major}.{minor}.0"
-    health = cluster_health(client)
+    health = maintenance_health(client)
     require_healthy(health, f"downgrade {action}")
     versions = {s.version for s in health.member_status.values() if s.version}
     oldest = min((_minor(v, "server version") for v in versions), default=(0, 0))

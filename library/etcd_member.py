@@ -162,7 +162,9 @@ reason:
 """
 
 import time
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.etcd_client import EtcdClient
@@ -183,6 +185,23 @@ from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
 from ansible.module_utils.etcd_membership import MemberPlan, describe, plan_absent, plan_present
 
 PROMOTE_RETRY_SECONDS = 1.0
+# etcd refuses membership changes as "unhealthy cluster" until the member serving the request
+# has been connected to its peers for 5 s (its HealthInterval), e.g. right after a member
+# (re)started. Nothing was applied then, so the request is repeated for a while.
+UNHEALTHY_WAIT_SECONDS = 15.0
+
+T = TypeVar("T")
+
+
+def while_settling(action: Callable[[], T]) -> T:
+    deadline = time.monotonic() + UNHEALTHY_WAIT_SECONDS
+    while True:
+        try:
+            return action()
+        except EtcdServerError as error:
+            if error.reason != "UnhealthyCluster" or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def argument_spec() -> dict[str, Any]:
@@ -218,7 +237,7 @@ def promote(client: EtcdClient, member: Member, timeout: float) -> tuple[list[Me
             if error.reason == "NotALearner":
                 # An earlier attempt was applied although its answer was lost.
                 return client.member_list(), retries
-            if error.reason not in ("LearnerNotReady", "LeaderChanged"):
+            if error.reason not in ("LearnerNotReady", "LeaderChanged", "UnhealthyCluster"):
                 raise
             if time.monotonic() + PROMOTE_RETRY_SECONDS > deadline:
                 raise EtcdModuleError(
@@ -261,6 +280,17 @@ def move_leadership(client: EtcdClient, health: ClusterHealth, transferee: Membe
     )
 
 
+def remove(client: EtcdClient, health: ClusterHealth, member: Member) -> list[Member]:
+    others = health.endpoints_except(member.id)
+    try:
+        return while_settling(partial(client.member_remove, member.id, via=others))
+    except EtcdServerError as error:
+        if error.reason != "MemberNotFound":
+            raise
+        # An earlier attempt was applied although its answer was lost.
+        return client.member_list()
+
+
 def execute(
     client: EtcdClient, health: ClusterHealth, plan: MemberPlan, params: dict[str, Any]
 ) -> tuple[Member | None, list[Member], int]:
@@ -271,17 +301,19 @@ def execute(
     for step in plan.steps:
         assert member is not None
         if step == "add":
-            member = client.member_add(params["peer_urls"], learner=params["learner"])
+            member = while_settling(
+                partial(client.member_add, params["peer_urls"], learner=params["learner"])
+            )
             members = client.member_list()
         elif step == "update":
-            members = client.member_update(member.id, params["peer_urls"])
+            members = while_settling(partial(client.member_update, member.id, params["peer_urls"]))
         elif step == "promote":
             members, retries = promote(client, member, params["promote_timeout"])
         elif step == "move_leader":
             assert plan.transferee is not None
             move_leadership(client, health, plan.transferee)
         elif step == "remove":
-            members = client.member_remove(member.id)
+            members = remove(client, health, member)
     if member is not None and params["state"] == "present":
         member = next((m for m in members if m.id == member.id), member)
     return member, members, retries

@@ -58,7 +58,7 @@ else:
 T = TypeVar("T")
 
 # Answers from one endpoint that say "ask another one" for a cluster-wide call.
-_TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader"}
+_TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader", "ServerStopped"}
 
 DOWNGRADE_ACTIONS = ("validate", "enable", "cancel")
 
@@ -356,11 +356,16 @@ class EtcdClient:
         self._authenticated = True
 
     def _on_cluster(
-        self, operation: str, fn: Callable[[EndpointClient], T], *, mutation: bool = False
+        self,
+        operation: str,
+        fn: Callable[[EndpointClient], T],
+        *,
+        mutation: bool = False,
+        via: Sequence[str] | None = None,
     ) -> T:
-        """Run `fn` on the first given endpoint that answers it."""
+        """Run `fn` on the first endpoint (of `via`, default the given ones) that answers."""
         failures: list[EtcdModuleError] = []
-        for url in self.params.endpoints:
+        for url in via or self.params.endpoints:
             try:
                 return fn(self.endpoint(url))
             except (EtcdUnreachableError, EtcdTimeoutError) as error:
@@ -410,8 +415,10 @@ class EtcdClient:
 
         return self._on_cluster("member add", lambda ep: ep._call("member add", run), mutation=True)
 
-    def member_remove(self, member_id: str) -> list[Member]:
-        return self._member_change("member remove", member_id, "member_remove")
+    def member_remove(self, member_id: str, *, via: Sequence[str] | None = None) -> list[Member]:
+        """Remove a member. `via`: endpoints to send it through, in order; best not the
+        member's own, which stops as soon as it applies its removal and may not answer."""
+        return self._member_change("member remove", member_id, "member_remove", via=via)
 
     def member_promote(self, member_id: str) -> list[Member]:
         return self._member_change("member promote", member_id, "member_promote")
@@ -432,7 +439,9 @@ class EtcdClient:
             "member update", lambda ep: ep._call("member update", run), mutation=True
         )
 
-    def _member_change(self, operation: str, member_id: str, method: str) -> list[Member]:
+    def _member_change(
+        self, operation: str, member_id: str, method: str, via: Sequence[str] | None = None
+    ) -> list[Member]:
         numeric = parse_member_id(member_id)
 
         async def run(services: _Services, deadline: float | None) -> list[Member]:
@@ -440,7 +449,9 @@ class EtcdClient:
             response = await call(numeric, timeout=deadline, max_attempts=1)
             return [_member(m) for m in response.members]
 
-        return self._on_cluster(operation, lambda ep: ep._call(operation, run), mutation=True)
+        return self._on_cluster(
+            operation, lambda ep: ep._call(operation, run), mutation=True, via=via
+        )
 
     def alarms(self) -> list[Alarm]:
         async def run(services: _Services, deadline: float | None) -> list[Alarm]:

@@ -120,6 +120,10 @@ KNOWN_ETCD_ERRORS: dict[str, tuple[str, str]] = {
         "the chosen member cannot become leader (it is a learner, unknown, or not connected)",
     ),
     "etcdserver: leader changed": ("LeaderChanged", "the leader changed during the request"),
+    "etcdserver: server stopped": (
+        "ServerStopped",
+        "the member stopped while answering (it may have just been removed)",
+    ),
     "etcdserver: rpc not supported for learner": (
         "LearnerEndpoint",
         "a learner cannot serve this request; use a voting member's endpoint",

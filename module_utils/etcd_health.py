@@ -62,6 +62,14 @@ class ClusterHealth:
             "ok": healthy >= needed,
         }
 
+    def endpoints_except(self, member_id: str) -> list[str]:
+        """URLs that reach healthy members other than `member_id` (given endpoints first)."""
+        urls = [s.endpoint for s in self.statuses if s.healthy and s.member_id != member_id]
+        for member in self.members:
+            if member.id != member_id and self.is_healthy(member.id):
+                urls += [url for url in member.client_urls if url not in urls]
+        return urls
+
     def endpoints_of(self, member_id: str) -> list[str]:
         """URLs to reach this member: given endpoints that answered as it, then its own."""
         urls = [s.endpoint for s in self.statuses if s.member_id == member_id and s.healthy]

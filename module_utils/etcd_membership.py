@@ -81,7 +81,10 @@ def plan_present(
     member = find_member(health.members, name, peer_urls)
     if member is None:
         if not peer_urls:
-            raise EtcdInputError(f"peer_urls are needed to add member {name}")
+            raise EtcdInputError(
+                f"no member named {name} exists, and peer_urls are needed to add it (a member "
+                "added but not started yet has no name in etcd: give its peer_urls to find it)"
+            )
         if learner and health.learners:
             raise EtcdRefusedError(
                 f"refusing to add {name} as a learner: the cluster already has learner "

@@ -96,7 +96,7 @@ def test_peer_url_of_another_member_is_an_input_error():
 
 
 def test_adding_without_peer_urls_or_quorum_is_refused():
-    with pytest.raises(EtcdInputError, match="peer_urls are needed"):
+    with pytest.raises(EtcdInputError, match="peer_urls are needed to add it"):
         plan_present(health(THREE), "m4", [], learner=True)
     with pytest.raises(EtcdRefusedError, match="no quorum"):
         plan_present(health(THREE, down=("m2", "m3")), "m4", ["http://x:1"], learner=True)

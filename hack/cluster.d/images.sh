@@ -65,6 +65,11 @@ ensure_images() {
 	_import "$PAUSE_IMAGE" "$(_pause_tar)"
 	_import "$BUSYBOX_IMAGE" "$(_busybox_tar)"
 	_import "$COREDNS_IMAGE" "$(_coredns_tar)"
+}
+
+# Separate from ensure_images: building the etcd versions may take minutes, and the cluster
+# does not need them to come up.
+ensure_etcd_images() {
 	local v
 	for v in $("$REPO/hack/etcd-bin" --supported); do
 		_import "gcr.io/etcd-development/etcd:v$v" "$(_etcd_tar "$v")"

@@ -42,6 +42,9 @@ state = "$c/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   netns_mounts_under_state_dir = true
+  # root here lacks CAP_SYS_RESOURCE, so no process may lower its oom_score_adj: keep
+  # containers at or above containerd's own value instead of failing every sandbox.
+  restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [plugins."io.containerd.grpc.v1.cri".containerd]

@@ -1,0 +1,66 @@
+"""etcd_cluster_info against real etcd, through the real `ansible` command."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ansible_adhoc import run_module
+
+pytestmark = pytest.mark.etcd
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.5", "3.6"])
+def test_healthy_cluster_then_one_member_killed(etcd_cluster_factory, version):
+    c = etcd_cluster_factory(version=version, size=3)
+    # One endpoint is enough: the module asks every member through its advertised URL.
+    args = {**c.module_args(), "endpoints": [c.member("m1").client_url]}
+
+    r = run_module("etcd_cluster_info", args, check=True)
+    assert not r.get("failed") and r["changed"] is False, r.get("msg")
+    etcdctl_members = c.member_list()
+    assert sorted((m["id"], m["name"]) for m in r["members"]) == sorted(
+        (m["id"], m["name"]) for m in etcdctl_members
+    )
+    status = c.endpoint_status()[0]["Status"]
+    assert r["cluster_id"] == f"{status['header']['cluster_id']:x}"
+    assert r["cluster_version"] == f"{version}.0"
+    assert r["leader"]["name"] == c.leader_name()
+    assert r["quorum"] == {"voters": 3, "healthy_voters": 3, "needed": 2, "ok": True}
+    assert r["healthy"] is True and r["alarms"] == []
+    assert sorted(s["endpoint"] for s in r["status"]) == sorted(c.client_urls)
+    for entry in r["status"]:
+        assert entry["healthy"] and entry["errors"] == [], entry
+        assert entry["version"] == c.version
+        assert entry["leader"] == r["leader"]["id"]
+        assert entry["db_size"] >= entry["db_size_in_use"] > 0
+        assert entry["raft_term"] >= 2 and entry["raft_index"] > 0
+        assert entry["is_learner"] is False
+
+    follower = next(m for m in ("m2", "m3") if m != c.leader_name())
+    c.kill_member(follower)
+    c.wait_healthy()
+    r = run_module("etcd_cluster_info", args)
+    assert not r.get("failed"), r.get("msg")
+    assert r["quorum"] == {"voters": 3, "healthy_voters": 2, "needed": 2, "ok": True}
+    assert r["healthy"] is False
+    dead = next(m for m in r["members"] if m["name"] == follower)
+    assert dead["healthy"] is False
+    dead_status = next(s for s in r["status"] if s["endpoint"] == c.member(follower).client_url)
+    assert dead_status["healthy"] is False
+    assert "connection refused" in dead_status["errors"][0]
+    assert r["leader"]["name"] == c.leader_name()
+
+
+def test_learner_shows_up_as_learner(etcd_cluster_factory):
+    c = etcd_cluster_factory(version="3.5", size=1)
+    m2 = c.allocate_member("m2")
+    c.etcdctl("member", "add", "m2", f"--peer-urls={m2.peer_url}", "--learner")
+    c.start_member(m2)
+    c.wait_healthy()
+    r = run_module("etcd_cluster_info", c.module_args())
+    assert not r.get("failed"), r.get("msg")
+    learner = next(m for m in r["members"] if m["name"] == "m2")
+    assert learner["is_learner"] and learner["healthy"], learner
+    assert r["quorum"] == {"voters": 1, "healthy_voters": 1, "needed": 1, "ok": True}
+    statuses = {s["endpoint"]: s for s in r["status"]}
+    assert statuses[m2.client_url]["is_learner"] is True

@@ -20,10 +20,10 @@ description:
     a revision (a read below it fails with "compacted"); etcd has no cheap call reporting it.
   - V(move_leader) hands leadership to the voting member O(to); nothing changes when it
     already leads. Refused for a learner or an unhealthy member.
-  - V(disarm_alarms) deactivates NOSPACE alarms once their cause is gone: every member's
-    database size must be below the quota by O(space_margin) percent (compact and
-    defragment first). The quota is what etcd 3.6 reports, else O(quota_backend_bytes).
-    A CORRUPT alarm is never disarmed by this module: a corrupt member must be replaced.
+  - V(disarm_alarms) deactivates NOSPACE alarms once their cause is gone, that is when
+    every member's database size is below the quota by O(space_margin) percent (compact
+    and defragment first). The quota is what etcd 3.6 reports, else O(quota_backend_bytes).
+    A CORRUPT alarm is never disarmed by this module; a corrupt member must be replaced.
     Nothing changes when no alarm is raised.
   - V(downgrade) runs etcd's downgrade O(downgrade_action) (V(validate), V(enable) or
     V(cancel)) towards O(target_version), one minor version below the cluster's. It needs
@@ -230,7 +230,7 @@ ACTIONS = {
 def argument_spec() -> dict[str, Any]:
     return {
         **connection_argument_spec(),
-        "action": {"type": "str", "required": True, "choices": sorted(ACTIONS)},
+        "action": {"type": "str", "required": True, "choices": list(ACTIONS)},
         "member": {"type": "str"},
         "defrag_timeout": {"type": "float", "default": 600.0},
         "wait_timeout": {"type": "float", "default": 60.0},

@@ -13,7 +13,7 @@ description:
   - The file appears atomically. The stream goes to a temporary file in the same directory,
     etcd's own integrity hash (the sha256 of the database that etcd appends to the stream) is
     checked, the file is fsynced, and only then renamed to O(path). A corrupt or truncated
-    stream never replaces O(path). The file is created with mode 0600: a snapshot holds
+    stream never replaces O(path). The file is created with mode 0600, as a snapshot holds
     every key, secrets included.
   - When O(path) exists, nothing is saved and the existing file is reported (RV(changed) is
     false) unless O(force=true).
@@ -43,6 +43,7 @@ options:
       - Required with O(state=saved); not used with O(state=restored), which works offline.
     type: list
     elements: str
+    required: false
   state:
     description:
       - V(saved) takes a snapshot into O(path); V(restored) restores O(path) into
@@ -115,7 +116,7 @@ options:
       - How far to raise the revision of the restored data; the bumped revision is marked
         compacted (C(--mark-compacted), which etcd requires with a bump).
       - It must exceed the number of revisions the old cluster may have made after the
-        snapshot; etcd's docs suggest a billion. V(0) disables the bump (not recommended:
+        snapshot; etcd's docs suggest a billion. V(0) disables the bump (not recommended, as
         watchers may miss events or see revisions go backwards).
       - Refused for etcd 3.4 releases whose C(etcdctl snapshot restore) lacks the flag
         (before 3.4.31); set V(0) there.

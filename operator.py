@@ -14,10 +14,16 @@ import sys
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 if __name__ != "__main__":
-    # Imported by mistake as `operator`: hand the importer the standard module instead.
+    # Imported as `operator` because this directory is on sys.path (e.g. PYTHONPATH=.) before
+    # anything loaded the real one: hand the importer the standard module instead.
+    _saved_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
-    del sys.modules[__name__]
-    sys.modules[__name__] = __import__(__name__)
+    try:
+        del sys.modules[__name__]
+        _stdlib = __import__(__name__)
+    finally:
+        sys.path[:] = _saved_path
+    sys.modules[__name__] = _stdlib
 else:
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
     import operator  # noqa: F401  (the standard module, now cached in sys.modules)

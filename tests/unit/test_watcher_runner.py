@@ -1,0 +1,171 @@
+"""The ansible-runner wrapper with REAL ansible-runner runs of tiny playbooks."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from etcd_runbook_operator.config import Target, Watch
+from etcd_runbook_operator.extravars import build_extravars
+from etcd_runbook_operator.runner import PlaybookRunner, rotate_artifacts
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "watcher_fixtures"
+SECRET = "s3cr3t-Zq9-value-never-on-disk"
+
+
+def widget_watch(playbook: str, **vars_) -> Watch:
+    return Watch(
+        group="test.runbook.io",
+        version="v1",
+        kind="Widget",
+        target=Target(playbook=FIXTURES / playbook, vars=vars_),
+    )
+
+
+def run(tmp_path, playbook, timeout=60.0, **vars_):
+    watch = widget_watch(playbook, **vars_)
+    obj = {
+        "apiVersion": "test.runbook.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns"},
+        "spec": {"colorName": "blue", "password": SECRET},
+    }
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    return runner, runner.run(
+        watch.target,
+        build_extravars(watch, obj, watch.target),
+        tmp_path / "artifacts" / "widget" / "ns" / "w",
+        3,
+        timeout,
+    )
+
+
+def test_set_stats_reach_the_watcher_and_no_secret_in_artifacts_or_logs(tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    _, res = run(tmp_path, "secret.yml")
+    assert res.ok, res
+    assert res.stats["operator_status"] == {"phase": "Ready", "colorName": "blue"}
+    assert res.stats["operator_events"][0]["message"] == f"password has {len(SECRET)} characters"
+    files = [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "job_events" for p in files), "the run left artifacts to search"
+    leaked = [str(p) for p in files if SECRET.encode() in p.read_bytes()]
+    assert leaked == [], f"secret written to {leaked}"
+    assert SECRET not in caplog.text
+    command = (res.artifact_dir / "command").read_text()
+    assert '"env"' not in command and "PATH" not in command
+
+
+def test_failure_reports_the_failed_task_and_role_conditions(tmp_path):
+    _, res = run(tmp_path, "fail.yml")
+    assert not res.ok and res.status == "failed"
+    assert res.failed_task == "Refuse the change"
+    assert res.failed_msg == "refusing to shrink to 2 members"
+    assert res.stats["operator_conditions"]["Degraded"]["reason"] == "UnsafeChange"
+
+
+def test_rotation_keeps_the_newest(tmp_path):
+    for name in ["20260101T000000.000001Z-0", "20260101T000000.000002Z-1", "20260102T000000.0Z-2"]:
+        (tmp_path / name).mkdir()
+    rotate_artifacts(tmp_path, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "20260101T000000.000002Z-1",
+        "20260102T000000.0Z-2",
+    ]
+
+
+def test_real_runs_rotate_to_max_runner_artifacts(tmp_path):
+    for _ in range(4):
+        _, res = run(tmp_path, "secret.yml")
+    kept = sorted(p.name for p in res.artifact_dir.parent.iterdir())
+    assert len(kept) == 3 and kept[-1] == res.artifact_dir.name
+
+
+def wait_for(path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_stop_request_ends_the_run_at_the_next_task_boundary(tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    watch = widget_watch("sleep.yml", marker_dir=str(markers), nap=3)
+    out = {}
+    t = threading.Thread(
+        target=lambda: out.setdefault(
+            "res",
+            runner.run(
+                watch.target,
+                build_extravars(watch, {"metadata": {"name": "w"}}, watch.target),
+                tmp_path / "artifacts" / "w",
+                2,
+                60,
+            ),
+        )
+    )
+    t.start()
+    wait_for(markers / "task1-started")
+    assert runner.stop_all_at_task_boundary() == 1
+    t.join(60)
+    assert out["res"].status == "stopped"
+    assert (markers / "task1-done").exists(), "the task in flight was not cut"
+    assert not (markers / "task2-done").exists(), "no task started after the stop request"
+
+
+def test_soft_timeout_stops_at_a_task_boundary(tmp_path):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    _, res = run(tmp_path, "sleep.yml", timeout=3.0, marker_dir=str(markers), nap=4)
+    assert res.status == "stopped"
+    assert not (markers / "task2-done").exists()
+    # Wherever the deadline fell, a task that started also finished.
+    assert (markers / "task1-started").exists() == (markers / "task1-done").exists()
+
+
+def sigterm_run(tmp_path, grace: float):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(FIXTURES / "sigterm_harness.py"),
+            str(markers),
+            str(grace),
+            str(tmp_path / "artifacts"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(markers / "task1-started")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return proc.returncode, markers, out
+
+
+def test_sigterm_lets_the_run_in_flight_finish_within_the_grace_period(tmp_path):
+    rc, markers, out = sigterm_run(tmp_path, grace=30)
+    assert rc == 0, out
+    assert (markers / "task2-done").exists(), out
+    assert "shutting down" in out
+
+
+def test_sigterm_after_grace_stops_at_a_task_boundary(tmp_path):
+    rc, markers, out = sigterm_run(tmp_path, grace=0.5)
+    assert rc == 0, out
+    assert (markers / "task1-done").exists(), out
+    assert not (markers / "task2-done").exists(), out
+    assert "asked to stop at the next task boundary" in out

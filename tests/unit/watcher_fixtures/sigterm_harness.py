@@ -10,6 +10,7 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from etcd_runbook_operator.config import Target, Watch
 from etcd_runbook_operator.controller import Controller
@@ -27,7 +28,7 @@ WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
 def main() -> int:
     logging.basicConfig(level=logging.INFO)
     marker_dir, grace, artifacts = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
-    kube = FakeKube()
+    kube: Any = FakeKube()
     kube.put_object(
         WIDGETS.path("ns", "w"),
         {
@@ -59,7 +60,7 @@ def main() -> int:
             watch,
             WIDGETS,
             op.runner,
-            EventRecorder(kube),  # type: ignore[arg-type]
+            EventRecorder(kube),
             op.metrics,
             [None],
             runner_timeout=60,

@@ -59,3 +59,23 @@ remove_network() {
 		ip link del "$NODE_BRIDGE"
 	fi
 }
+
+# kubelet and kube-proxy leave chains behind (KUBE-FIREWALL, the KUBE-KUBELET-CANARY and
+# KUBE-IPTABLES-HINT markers) even after `kube-proxy --cleanup`; only they create KUBE-*.
+remove_kube_chains() {
+	local ipt table chain rule
+	for ipt in iptables ip6tables; do
+		for table in filter nat mangle; do
+			while read -r rule; do
+				[[ -n "$rule" ]] || continue
+				eval "$ipt -w -t $table -D ${rule#-A }" || true
+			done < <("$ipt" -w -t "$table" -S 2>/dev/null | grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j KUBE-' || true)
+			for chain in $("$ipt" -w -t "$table" -S 2>/dev/null | sed -n 's/^-N \(KUBE-[A-Za-z0-9-]*\)$/\1/p'); do
+				"$ipt" -w -t "$table" -F "$chain" 2>/dev/null || true
+			done
+			for chain in $("$ipt" -w -t "$table" -S 2>/dev/null | sed -n 's/^-N \(KUBE-[A-Za-z0-9-]*\)$/\1/p'); do
+				"$ipt" -w -t "$table" -X "$chain" 2>/dev/null || true
+			done
+		done
+	done
+}

@@ -171,7 +171,11 @@ stop_node() {
 	# IP allocations of the pods that are gone; the next start begins with a free range.
 	rm -rf "$NODE_DIR/cni/ipam"
 	"$K8S_BIN/kube-proxy" --cleanup --config "$NODE_DIR/kube-proxy.yaml" >>"$LOGS/kube-proxy-node$NODE_INDEX.log" 2>&1 || true
+	remove_kube_chains
 	remove_cgroup_root
+	# containerd 1.6 keeps shim sockets and fifos under /run/containerd whatever its state dir.
+	rmdir /run/containerd/s /run/containerd/fifo /run/containerd/runc/k8s.io /run/containerd/runc \
+		/run/containerd 2>/dev/null || true
 }
 
 # Unmount everything below a directory, deepest first (netns files, overlay rootfs, tmpfs).

@@ -1,0 +1,247 @@
+"""operator.py against the real local Kubernetes, with the Widget test CRD (marker: cluster)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from etcd_runbook_operator.informer import Informer
+from etcd_runbook_operator.kube import Kube, Resource
+from tests.k8s_cluster import K8sCluster
+from tests.operator.conftest import http_get
+
+pytestmark = pytest.mark.cluster
+
+WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
+
+
+def widget_manifest(name: str, **spec: Any) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "test.runbook.io/v1",
+            "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+    )
+
+
+def get(cluster: K8sCluster, ns: str, *what: str) -> dict[str, Any]:
+    out = cluster.kubectl("-n", ns, "get", *what, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+
+
+def events(cluster: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
+    items = get(cluster, ns, "events", "--field-selector", f"involvedObject.name={name}")
+    return items.get("items", [])
+
+
+def test_create_status_event_dependent_spec_change_and_finalizer(
+    k8s_cluster, k8s_namespace, start_operator
+):
+    ns = k8s_namespace
+    op = start_operator()
+    k8s_cluster.wait_for(op.is_leader, timeout=60, what="the only candidate leads")
+    k8s_cluster.kubectl("-n", ns, "apply", "-f", "-", input=widget_manifest("w1", colorName="blue"))
+
+    w = k8s_cluster.wait_for(
+        lambda: (
+            (o := get(k8s_cluster, ns, "widget", "w1")).get("status", {}).get("observedGeneration")
+            == 1
+            and o
+        ),
+        timeout=90,
+        what="status of generation 1",
+    )
+    assert w["status"]["phase"] == "Ready" and w["status"]["color"] == "blue"
+    assert condition(w, "Available")["status"] == "True"
+    assert condition(w, "Degraded")["status"] == "False"
+    assert w["metadata"]["finalizers"] == ["test.runbook.io/finalizer"]
+    pvc = get(k8s_cluster, ns, "pvc", "w1-data")
+    assert pvc["metadata"]["ownerReferences"][0]["uid"] == w["metadata"]["uid"]
+    k8s_cluster.wait_for(
+        lambda: any(e["reason"] == "ClaimChanged" for e in events(k8s_cluster, ns, "w1")),
+        timeout=30,
+        what="an Event from operator_events",
+    )
+    assert http_get(op.probe_port, "/readyz")[0] == 200
+    assert http_get(op.probe_port, "/healthz")[0] == 200
+    assert op.metric("etcd_runbook_operator_reconcile_total", kind="Widget", result="success") >= 1
+
+    # Our own status write and the PVC's creation event must not start more than a follow-up run.
+    time.sleep(8)
+    runs_settled = op.runs()
+    skips = op.metric("etcd_runbook_operator_reconcile_skipped_total", kind="Widget")
+    time.sleep(5)
+    assert op.runs() == runs_settled, "no run loop on our own writes"
+    assert skips >= 1, "later events were recognised as no-ops"
+
+    # A dependent deleted: reconciled (and recreated) within seconds.
+    old_uid = pvc["metadata"]["uid"]
+    t0 = time.monotonic()
+    k8s_cluster.kubectl("-n", ns, "delete", "pvc", "w1-data", "--wait=false")
+    k8s_cluster.wait_for(
+        lambda: (
+            get(k8s_cluster, ns, "pvc", "w1-data").get("metadata", {}).get("uid")
+            not in (None, old_uid)
+        ),
+        timeout=30,
+        interval=0.2,
+        what="the claim recreated",
+    )
+    recreate = time.monotonic() - t0
+    print(f"dependent deleted -> recreated by a reconcile in {recreate:.1f}s")
+    assert recreate < 20
+
+    # A spec change: a new generation is observed, with the new color.
+    k8s_cluster.kubectl(
+        "-n", ns, "patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"colorName":"red"}}'
+    )
+    w = k8s_cluster.wait_for(
+        lambda: (
+            (o := get(k8s_cluster, ns, "widget", "w1")).get("status", {}).get("observedGeneration")
+            == 2
+            and o
+        ),
+        timeout=90,
+        what="generation 2 observed",
+    )
+    assert w["status"]["color"] == "red"
+
+    # A refusal: Degraded with the runbook's reason, a Warning event, Available untouched.
+    k8s_cluster.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        '{"spec":{"failWith":"widgets never shrink"}}',
+    )
+    w = k8s_cluster.wait_for(
+        lambda: (
+            condition(o := get(k8s_cluster, ns, "widget", "w1"), "Degraded").get("status") == "True"
+            and o
+        ),
+        timeout=90,
+        what="Degraded after a refusal",
+    )
+    assert condition(w, "Degraded")["reason"] == "WidgetRefused"
+    assert condition(w, "Degraded")["message"] == "widgets never shrink"
+    assert condition(w, "Available")["status"] == "True"
+    k8s_cluster.wait_for(
+        lambda: any(
+            e["reason"] == "WidgetRefused" and e["type"] == "Warning"
+            for e in events(k8s_cluster, ns, "w1")
+        ),
+        timeout=30,
+    )
+    k8s_cluster.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "widget",
+        "w1",
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/spec/failWith"}]',
+    )
+    k8s_cluster.wait_for(
+        lambda: (
+            condition(get(k8s_cluster, ns, "widget", "w1"), "Degraded").get("status") == "False"
+        ),
+        timeout=90,
+        what="Degraded cleared",
+    )
+
+    # Delete: the finalizer playbook runs, then the finalizer goes and the object with it.
+    k8s_cluster.kubectl("-n", ns, "delete", "widget", "w1", "--wait=false")
+    k8s_cluster.wait_for(
+        lambda: not get(k8s_cluster, ns, "widget", "w1"), timeout=90, what="the Widget gone"
+    )
+    assert get(k8s_cluster, ns, "configmap", "w1-finalized"), "finalizer playbook ran first"
+
+
+def test_expired_resource_version_gives_410_and_a_relist(k8s_cluster, k8s_namespace, widget_crd):
+    ns = k8s_namespace
+    k8s_cluster.kubectl("-n", ns, "apply", "-f", "-", input=widget_manifest("old"))
+    kube = Kube(k8s_cluster.api_client())
+    # resourceVersion "1" predates the API server's watch cache window: it must answer 410.
+    listed = kube.get(WIDGETS.path(ns))
+    restarts: list[str] = []
+    seen: list[str] = []
+    inf = Informer(
+        kube,
+        WIDGETS,
+        lambda t, o: seen.append(o["metadata"]["name"]),
+        namespace=ns,
+        on_restart=restarts.append,
+        initial_resource_version="1",
+        backoff_base=0.1,
+    )
+    stop = threading.Event()
+    inf.start(stop)
+    try:
+        k8s_cluster.wait_for(inf.synced.is_set, timeout=30, what="relist after 410")
+    finally:
+        stop.set()
+    assert restarts[0] == "gone", f"the API server answered {restarts}"
+    assert "old" in seen and inf.lists == 1
+    assert int(inf.resource_version or 0) >= int(listed["metadata"]["resourceVersion"])
+
+
+def test_leader_election_only_the_leader_reconciles_and_failover(
+    k8s_cluster, k8s_namespace, start_operator
+):
+    ns = k8s_namespace
+    a = start_operator("a")
+    k8s_cluster.wait_for(a.is_leader, timeout=60, what="a leads")
+    b = start_operator("b")
+    k8s_cluster.wait_for(
+        lambda: http_get(b.probe_port, "/readyz")[0] == 200, timeout=60, what="standby ready"
+    )
+    k8s_cluster.kubectl("-n", ns, "apply", "-f", "-", input=widget_manifest("w2", colorName="x"))
+    k8s_cluster.wait_for(
+        lambda: (
+            get(k8s_cluster, ns, "widget", "w2").get("status", {}).get("observedGeneration") == 1
+        ),
+        timeout=90,
+        what="w2 reconciled",
+    )
+    assert a.runs() >= 1 and b.runs() == 0 and not b.is_leader(), "only the leader reconciles"
+
+    t0 = time.monotonic()
+    a.signal(signal.SIGKILL)  # no release: b must wait out the lease
+    k8s_cluster.wait_for(b.is_leader, timeout=40, interval=0.2, what="b takes over")
+    takeover = time.monotonic() - t0
+    print(f"leader killed -> standby leads after {takeover:.1f}s")
+    assert takeover < 25
+    k8s_cluster.kubectl("-n", ns, "apply", "-f", "-", input=widget_manifest("w3", colorName="y"))
+    k8s_cluster.wait_for(
+        lambda: (
+            get(k8s_cluster, ns, "widget", "w3").get("status", {}).get("observedGeneration") == 1
+        ),
+        timeout=90,
+        what="w3 reconciled by the new leader",
+    )
+    assert b.runs() >= 1
+
+    # A clean stop releases the lease: a new candidate leads within a few retry periods.
+    c = start_operator("c")
+    time.sleep(3)
+    assert not c.is_leader()
+    t0 = time.monotonic()
+    assert b.stop() == 0
+    k8s_cluster.wait_for(c.is_leader, timeout=20, interval=0.2, what="c leads after release")
+    print(f"leader stopped -> standby leads after {time.monotonic() - t0:.1f}s")
+    assert "released lease" in b.log()

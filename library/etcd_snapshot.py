@@ -246,6 +246,7 @@ from ansible.module_utils.etcd_snapshot_io import (
     verify_file,
 )
 from ansible.module_utils.etcd_snapshot_restore import RestoreSpec, already_restored, restore
+from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
 from ansible.module_utils.etcd_snapshot_tool import SnapshotTool, find_tool
 
 
@@ -321,7 +322,9 @@ def save(module: AnsibleModule) -> dict[str, Any]:
             return {**result, "size": db_size, "msg": message}
         started = time.monotonic()
         timeout = params["snapshot_timeout"]
-        saved = save_atomically(path, lambda sink: endpoint.snapshot(sink, timeout=timeout))
+        saved = save_atomically(
+            path, lambda sink: stream_snapshot(client.params, endpoint.url, sink, timeout)
+        )
         result["duration"] = round(time.monotonic() - started, 3)
     result.update(described_file(saved, tool))
     result["msg"] = f"saved a snapshot of {describe(member)} to {path} ({saved.size} bytes)"

@@ -176,3 +176,46 @@ def test_bad_input_fails_clearly(etcd_cluster_factory, tmp_path):
     )
     assert no_tool["failed"] and "etcdutl or bin_dir" in no_tool["msg"], no_tool
     assert os.listdir(tmp_path) == ["etcd"], "nothing may be written on bad input"
+
+
+@pytest.mark.etcd
+def test_save_over_tls_with_auth(etcd_cluster_factory, tmp_path):
+    c = etcd_cluster_factory(version="3.5", size=1, tls=True, auth=True)
+    seed(c, count=3)
+    saved = snapshot_run(c, path=str(tmp_path / "tls.db"), bin_dir=str(c.bin_dir))
+    assert saved["changed"] and not saved.get("failed"), saved
+    assert saved["snapshot_status"]["totalKey"] >= 3
+
+    wrong = {**c.module_args(), "password": "wrong"}
+    refused = run_module("etcd_snapshot", {**wrong, "path": str(tmp_path / "no.db")})
+    assert refused["failed"] and refused["reason"] == "AuthFailed", refused
+    assert not (tmp_path / "no.db").exists()
+
+
+def test_a_stream_that_breaks_leaves_nothing_behind(tmp_path):
+    """save_atomically with a stream that fails half way, and one whose hash is wrong: the
+    target keeps its old content and no temp file remains. (The stream is faked here: real
+    etcd does not break on demand.)"""
+    import ansible.module_utils
+
+    module_utils = str(Path(__file__).resolve().parents[2] / "module_utils")
+    if module_utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(module_utils)
+    from ansible.module_utils.etcd_snapshot_io import SnapshotIntegrityError, save_atomically
+
+    target = tmp_path / "snap.db"
+    target.write_bytes(b"old")
+    db = os.urandom(512 * 3)
+
+    def broken(sink):
+        sink.write(db[:1000])
+        raise ConnectionError("stream cut")
+
+    with pytest.raises(ConnectionError):
+        save_atomically(str(target), broken)
+    with pytest.raises(SnapshotIntegrityError):
+        save_atomically(str(target), lambda sink: sink.write(db + b"\0" * 32))
+    assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["snap.db"]
+
+    saved = save_atomically(str(target), lambda sink: sink.write(db + hashlib.sha256(db).digest()))
+    assert saved.size == len(db) + 32 and target.read_bytes()[:-32] == db

@@ -19,7 +19,7 @@ from .cli import REPO_ROOT, build_parser
 from .config import ConfigError, load_watches
 from .controller import Controller
 from .events import EventRecorder
-from .kube import Kube, load_api_client
+from .kube import ApiException, Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
 from .probes import serve_probes
@@ -178,5 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         log.error("invalid watches file: %s", exc)
         return 2
+    except (LookupError, ApiException, kube_config.ConfigException) as exc:
+        # e.g. the CRD is not installed yet, or no credentials: say so instead of a traceback.
+        log.error("cannot start: %s", getattr(exc, "reason", None) or exc)
+        return 1
     _install_signals(op)
     return op.run()

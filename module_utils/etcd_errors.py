@@ -148,6 +148,11 @@ KNOWN_ETCD_ERRORS: dict[str, tuple[str, str]] = {
         "AuthRequired",
         "the cluster has authentication enabled: give user and password",
     ),
+    "etcdserver: user name not found": (
+        "AuthFailed",
+        "etcd has no such user (with client certificate auth and no user/password, the "
+        "certificate's common name is taken as the user name)",
+    ),
     "etcdserver: invalid auth token": (
         "AuthFailed",
         "etcd did not accept the auth token",

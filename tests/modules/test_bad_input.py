@@ -57,6 +57,12 @@ def test_secured_cluster_with_wrong_ca_or_password(etcd_cluster_factory, tmp_pat
     assert "user name or password" in r["msg"]
     assert "wrong" not in r["msg"]
 
+    anonymous = {k: v for k, v in c.module_args().items() if k not in ("user", "password")}
+    r = run_module("etcd_member", {**anonymous, **add})
+    # With client certificates etcd takes the certificate's CN as the user.
+    assert r.get("failed") and r["reason"] == "AuthFailed", r.get("msg")
+    assert "no such user" in r["msg"] and "common name" in r["msg"]
+
     r = run_module("etcd_member", {**c.module_args(), **add, "endpoints": ["http://127.0.0.1:1"]})
     assert r.get("failed") and "https://" in r["msg"], r.get("msg")
 

@@ -230,3 +230,10 @@ def test_learner_add_and_remove_on_secured_cluster(etcd_cluster_factory, securit
     r = member_run(c, name="m4", peer_urls=[m4.peer_url], state="absent")
     assert r["changed"] and not r.get("failed"), r.get("msg")
     assert len(membership(c)) == 3
+
+    if security == "auth":
+        anonymous = {k: v for k, v in c.module_args().items() if k not in ("user", "password")}
+        r = run_module("etcd_member", {**anonymous, "name": "m1", "state": "absent"})
+        assert r.get("failed") and r["reason"] == "AuthRequired", r.get("msg")
+        assert "authentication enabled: give user and password" in r["msg"]
+        assert len(membership(c)) == 3

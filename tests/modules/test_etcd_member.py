@@ -36,6 +36,7 @@ def fill(c, keys: int, value_size: int) -> None:
     async def write() -> None:
         endpoint = c.client_urls[0].removeprefix("http://")
         async with Etcd3Client([endpoint]) as client:
+            assert client.kv is not None
             value = b"x" * value_size
             for start in range(0, keys, 100):
                 await asyncio.gather(
@@ -81,7 +82,7 @@ def test_learner_promote_and_removals(etcd_cluster_factory, version):
     c = etcd_cluster_factory(version=version, size=3)
     fill(c, keys=1000, value_size=4096)
     m4 = c.allocate_member("m4")
-    add = {"name": "m4", "peer_urls": [m4.peer_url], "learner": True}
+    add: dict[str, Any] = {"name": "m4", "peer_urls": [m4.peer_url], "learner": True}
 
     if exhaustive:
         before = membership(c)
@@ -99,7 +100,12 @@ def test_learner_promote_and_removals(etcd_cluster_factory, version):
     assert len(r["members"]) == 4
 
     # Until it starts, the learner has no name in etcd: its peer URL identifies it.
-    promote = {"name": "m4", "peer_urls": [m4.peer_url], "learner": False, "promote_timeout": 90}
+    promote: dict[str, Any] = {
+        "name": "m4",
+        "peer_urls": [m4.peer_url],
+        "learner": False,
+        "promote_timeout": 90,
+    }
     if exhaustive:
         r = member_run(c, **add)
         assert not r["changed"] and not r.get("failed"), r.get("msg")
@@ -137,7 +143,7 @@ def test_learner_promote_and_removals(etcd_cluster_factory, version):
     # Remove a follower.
     leader = c.leader_name()
     follower = next(m for m in ("m4", "m1", "m2", "m3") if m != leader)
-    absent = {"name": follower, "state": "absent"}
+    absent: dict[str, Any] = {"name": follower, "state": "absent"}
     if exhaustive:
         before = membership(c)
         r = member_run(c, check=True, **absent)

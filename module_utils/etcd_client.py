@@ -311,7 +311,7 @@ class EtcdClient:
                     and authenticate
                     and self.params.user
                     and isinstance(error, EtcdAuthError)
-                    and "invalid auth token" in error.message
+                    and error.reason == "InvalidToken"
                 ):
                     self._authenticated = False
                     self._token = None
@@ -537,7 +537,11 @@ class EtcdClient:
             error = translate(
                 outcome, endpoint=endpoint.url, operation="status", timeout=self.params.timeout
             )
-            if isinstance(error, EtcdAuthError | EtcdInputError):
+            # A member that does not know our token yet is one member's problem, reported as
+            # its status; a rejected login or a missing permission concerns every call.
+            if isinstance(error, EtcdInputError) or (
+                isinstance(error, EtcdAuthError) and error.reason != "InvalidToken"
+            ):
                 raise error from outcome
             results.append(
                 EndpointStatus(endpoint=endpoint.url, healthy=False, errors=[error.message])

@@ -154,8 +154,9 @@ KNOWN_ETCD_ERRORS: dict[str, tuple[str, str]] = {
         "certificate's common name is taken as the user name)",
     ),
     "etcdserver: invalid auth token": (
-        "AuthFailed",
-        "etcd did not accept the auth token",
+        "InvalidToken",
+        "this member does not know the auth token (it may have restarted or still be "
+        "catching up with the log)",
     ),
     "etcdserver: permission denied": (
         "PermissionDenied",
@@ -164,7 +165,7 @@ KNOWN_ETCD_ERRORS: dict[str, tuple[str, str]] = {
     "etcdserver: corrupt cluster": ("Corrupt", "etcd reports data corruption (CORRUPT alarm)"),
 }
 
-_AUTH_REASONS = {"AuthFailed", "AuthRequired", "PermissionDenied"}
+_AUTH_REASONS = {"AuthFailed", "AuthRequired", "InvalidToken", "PermissionDenied"}
 _TLS_HINTS = ("handshake", "ssl", "certificate", "tls", "x509", "wrong_version_number")
 
 
@@ -208,7 +209,7 @@ def _rpc_error_of(exc: BaseException) -> Any:
 
 def is_etcd_message(details: str) -> bool:
     """True when the text comes from etcd itself, i.e. the server was reached."""
-    return details.startswith("etcdserver:") or details.startswith("mvcc:")
+    return details.startswith(("etcdserver:", "mvcc:", "auth:"))
 
 
 def translate(
@@ -227,7 +228,11 @@ def translate(
     code = rpc.code().name
     details = (rpc.details() or "").strip()
     if is_etcd_message(details):
-        known = KNOWN_ETCD_ERRORS.get(details)
+        # Some calls (HashKV, Snapshot) pass the auth store's error through unconverted:
+        # "auth: invalid auth token" is etcdserver's "invalid auth token".
+        known = KNOWN_ETCD_ERRORS.get(details) or KNOWN_ETCD_ERRORS.get(
+            "etcdserver: " + details.removeprefix("auth: ")
+        )
         if known is None:
             return EtcdServerError(
                 f"{operation} at {endpoint} failed: etcd said '{details}'",

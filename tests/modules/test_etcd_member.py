@@ -10,12 +10,22 @@ import asyncio
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import ansible.module_utils
 import pytest
 from etcd3aio import Etcd3Client
 
 from tests.ansible_adhoc import run_module
+
+# The client layer is imported as Ansible packs it for modules: ansible.module_utils.*.
+_MODULE_UTILS = str(Path(__file__).resolve().parents[2] / "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils.etcd_client import EtcdClient  # noqa: E402
+from ansible.module_utils.etcd_common import ConnectionParams  # noqa: E402
 
 pytestmark = pytest.mark.etcd
 
@@ -243,3 +253,19 @@ def test_learner_add_and_remove_on_secured_cluster(etcd_cluster_factory, securit
         assert r.get("failed") and r["reason"] == "AuthRequired", r.get("msg")
         assert "authentication enabled: give user and password" in r["msg"]
         assert len(membership(c)) == 3
+
+
+def test_client_logs_in_again_when_a_member_forgot_the_token(etcd_cluster_factory):
+    """Simple tokens live in each member's memory: after a restart the member rejects the
+    token the client got before; the client must log in again, once, and carry on."""
+    c = etcd_cluster_factory(version="3.5", size=3, auth=True)
+    m1 = c.member("m1")
+    params = ConnectionParams.from_module_params({**c.module_args(), "timeout": 5})
+    with EtcdClient(params) as client:
+        assert len(client.member_list()) == 3
+        c.stop_member("m1")
+        c.restart_member("m1")
+        c.wait_healthy()
+        assert client.endpoint(m1.client_url).hash_kv().member_id in {
+            m["id"] for m in c.member_list() if m["name"] == "m1"
+        }

@@ -153,6 +153,20 @@ def test_connection_spec_hides_the_password_only():
             "user name or password",
         ),
         (
+            "UNKNOWN",
+            "auth: invalid auth token",
+            EtcdAuthError,
+            "InvalidToken",
+            "does not know the auth token",
+        ),
+        (
+            "UNAUTHENTICATED",
+            "etcdserver: invalid auth token",
+            EtcdAuthError,
+            "InvalidToken",
+            "does not know the auth token",
+        ),
+        (
             "UNAVAILABLE",
             "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:2379: "
             "Ssl handshake failed: SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED",

@@ -45,7 +45,8 @@ start_bg() {
 	if pid_of "$name" >/dev/null; then return 0; fi
 	mkdir -p "$RUN" "$LOGS"
 	log "starting $name"
-	setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+	# 9>&-: the daemon must not inherit hack/cluster's lock (see main in hack/cluster).
+	setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$RUN/$name.pid"
 }
 

@@ -36,7 +36,7 @@ test-etcd: venv
 	$(PYTEST) -q -m etcd tests/modules
 
 test-cluster: venv
-	$(PYTEST) -q -m cluster tests/cluster
+	$(PYTEST) -q -m cluster tests/cluster tests/operator
 
 test-molecule: venv
 	hack/cluster up >/dev/null

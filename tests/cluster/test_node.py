@@ -13,8 +13,9 @@ pytestmark = pytest.mark.cluster
 
 def test_node_ready_with_pinned_version(k8s_cluster):
     nodes = json.loads(k8s_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    assert [n["metadata"]["name"] for n in nodes] == ["erop-node0"]
-    node = nodes[0]
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    assert "erop-node0" in by_name, f"nodes: {sorted(by_name)}"
+    node = by_name["erop-node0"]
     ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
     assert ready == "True"
     assert node["status"]["nodeInfo"]["kubeletVersion"] == pinned("K8S_VERSION")

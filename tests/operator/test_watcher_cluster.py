@@ -266,3 +266,31 @@ def test_leader_election_only_the_leader_reconciles_and_failover(
     print(f"leader exited cleanly -> standby leads after {released:.1f}s")
     assert released < 8, "a released Lease is taken at the next retry, not after 15 s"
     assert "released lease" in b.log()
+
+
+def test_losing_the_lease_stops_the_operator_with_an_error(
+    k8s_cluster, k8s_namespace, start_operator
+):
+    ns = k8s_namespace
+    op = start_operator("a")
+    k8s_cluster.wait_for(op.is_leader, timeout=60, what="a leads")
+    lease = next(a for a in op.proc.args if str(a).startswith("widget-"))
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    # Someone else holds the Lease now (as after a network partition): renewals fail.
+    k8s_cluster.kubectl(
+        "-n",
+        ns,
+        "patch",
+        "lease",
+        str(lease),
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"holderIdentity": "thief", "renewTime": now}}),
+    )
+    t0 = time.monotonic()
+    rc = op.proc.wait(timeout=40)
+    lost_after = time.monotonic() - t0
+    print(f"lease taken away -> operator exited {rc} after {lost_after:.1f}s")
+    assert rc == 1, "exit non-zero so the Pod restarts as a candidate"
+    assert lost_after <= 15, "gave up within the renew deadline (10 s) plus a retry"
+    assert "leadership lost" in op.log()

@@ -26,10 +26,18 @@ remove_cgroup_root() {
 	done
 }
 
+# stdin -> FILE, atomically and only when the content differs: kube-proxy exits when its
+# config file changes and containerd reloads the CNI config on every write.
+_write_if_changed() {
+	local file="$1" tmp="$1.tmp"
+	cat >"$tmp"
+	if cmp -s "$tmp" "$file"; then rm -f "$tmp"; else mv -f "$tmp" "$file"; fi
+}
+
 write_node_config() {
 	local c="$NODE_DIR/containerd"
 	mkdir -p "$c" "$NODE_DIR/cni/net.d" "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs"
-	cat >"$c/config.toml" <<CFG
+	_write_if_changed "$c/config.toml" <<CFG
 version = 2
 root = "$c/root"
 state = "$c/state"
@@ -61,7 +69,7 @@ state = "$c/state"
     max_conf_num = 1
 CFG
 	# No ipMasq: pods have no way off the machine (see network.sh).
-	cat >"$NODE_DIR/cni/net.d/10-erop.conflist" <<CNI
+	_write_if_changed "$NODE_DIR/cni/net.d/10-erop.conflist" <<CNI
 {
   "cniVersion": "1.0.0",
   "name": "erop-node$NODE_INDEX",
@@ -84,8 +92,8 @@ CFG
 }
 CNI
 	# Pods with dnsPolicy Default get no upstream resolver: there is no outside to ask.
-	: >"$NODE_DIR/resolv.conf"
-	cat >"$NODE_DIR/kubelet.yaml" <<KUBELET
+	_write_if_changed "$NODE_DIR/resolv.conf" </dev/null
+	_write_if_changed "$NODE_DIR/kubelet.yaml" <<KUBELET
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $NODE_IP
@@ -114,7 +122,7 @@ imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 maxPods: 110
 KUBELET
-	cat >"$NODE_DIR/kube-proxy.yaml" <<PROXY
+	_write_if_changed "$NODE_DIR/kube-proxy.yaml" <<PROXY
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}

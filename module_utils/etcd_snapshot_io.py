@@ -88,21 +88,26 @@ class TrailerHasher:
 
 
 class HashingWriter:
-    """A binary sink for the snapshot stream: hashes every chunk and writes it to a raw file
-    descriptor. Unbuffered on purpose: `write_many` hands a list of chunks to one writev(2),
-    so nothing is copied in Python between the gRPC message and the kernel."""
+    """A binary sink for the snapshot stream that hashes every chunk and writes it to a raw
+    file descriptor. Hashing and writing are separate calls so a streamer can run them on two
+    threads (each releases the GIL for its bulk work), each seeing the chunks in order.
+    Unbuffered on purpose: `write_many` hands a list of chunks to one writev(2), so nothing
+    is copied in Python between the gRPC message and the kernel."""
 
     def __init__(self, fd: int):
         self._fd = fd
         self.hasher = TrailerHasher()
 
     def write(self, data: bytes) -> int:
+        self.hash_many([data])
         self.write_many([data])
         return len(data)
 
-    def write_many(self, chunks: list[bytes]) -> None:
+    def hash_many(self, chunks: list[bytes]) -> None:
         for chunk in chunks:
             self.hasher.update(chunk)
+
+    def write_many(self, chunks: list[bytes]) -> None:
         total = sum(len(chunk) for chunk in chunks)
         written = os.writev(self._fd, chunks)
         if written < total:  # a short write (rare on regular files): finish byte-exactly

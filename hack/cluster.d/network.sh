@@ -22,25 +22,39 @@ ensure_bridge() {
 	sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.ipv4.ip_forward=1
 }
 
-ensure_filter() {
-	if ! iptables -w -n -L "$CHAIN" >/dev/null 2>&1; then
-		iptables -w -N "$CHAIN"
-	fi
-	iptables -w -F "$CHAIN"
+_filter_rules() {
 	# Traffic that stays among the cluster's own addresses or the loopback passes.
-	iptables -w -A "$CHAIN" -i lo -j RETURN
+	echo "-i lo -j RETURN"
 	# Replies to connections the host opened (e.g. to a Service, masqueraded by kube-proxy).
-	iptables -w -A "$CHAIN" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
-	iptables -w -A "$CHAIN" -s "$POD_CIDR" -d "$POD_CIDR" -j RETURN
-	iptables -w -A "$CHAIN" -s "$POD_CIDR" -d "$SERVICE_CIDR" -j RETURN
+	echo "-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+	echo "-s $POD_CIDR -d $POD_CIDR -j RETURN"
+	echo "-s $POD_CIDR -d $SERVICE_CIDR -j RETURN"
 	# A pod reaching anything else (the host's eth0 network, the internet): dropped.
-	iptables -w -A "$CHAIN" -s "$POD_CIDR" -j DROP
+	echo "-s $POD_CIDR -j DROP"
 	# Cluster addresses are not reachable from any other interface.
-	iptables -w -A "$CHAIN" -d "$POD_CIDR" -j DROP
-	iptables -w -A "$CHAIN" -d "$SERVICE_CIDR" -j DROP
+	echo "-d $POD_CIDR -j DROP"
+	echo "-d $SERVICE_CIDR -j DROP"
+}
+
+# Rebuilt only when it differs, so a second `up` never opens a window without the rules.
+ensure_filter() {
+	local want have rule
+	want="$(_filter_rules | sed "s/^/-A $CHAIN /")"
+	have="$(iptables -w -S "$CHAIN" 2>/dev/null | grep '^-A' || true)"
+	if [[ "$want" != "$have" ]]; then
+		iptables -w -N "$CHAIN" 2>/dev/null || iptables -w -F "$CHAIN"
+		while read -r rule; do
+			# shellcheck disable=SC2086 # a rule is a list of words
+			iptables -w -A "$CHAIN" $rule
+		done < <(_filter_rules)
+	fi
+	# First in each hook: kube-proxy inserts its jumps at the top when it starts, and its
+	# KUBE-FORWARD accepts some pod traffic before a later rule would see it.
 	local hook
 	for hook in INPUT FORWARD; do
-		iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null || iptables -w -I "$hook" 1 -j "$CHAIN"
+		[[ "$(iptables -w -S "$hook" 2>/dev/null | grep -m1 '^-A')" == "-A $hook -j $CHAIN" ]] && continue
+		while iptables -w -C "$hook" -j "$CHAIN" 2>/dev/null; do iptables -w -D "$hook" -j "$CHAIN"; done
+		iptables -w -I "$hook" 1 -j "$CHAIN"
 	done
 }
 

@@ -50,15 +50,19 @@ EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
 
-def load_api_client(kubeconfig: str | None) -> client.ApiClient:
+def load_api_client(kubeconfig: str | None, pool_size: int = 32) -> client.ApiClient:
     """--kubeconfig, else in-cluster, else $KUBECONFIG / ~/.kube/config."""
+    cfg = client.Configuration()
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    try:
-        config.load_incluster_config()
-        return client.ApiClient()
-    except config.ConfigException:
-        return config.new_client_from_config()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=cfg)
+    # Every informer holds a connection for its long-lived watch; workers need their own.
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration=cfg)
 
 
 class Kube:

@@ -55,11 +55,12 @@ class Operator:
             watches = [
                 dataclasses.replace(w, reconcile_period=args.reconcile_period) for w in watches
             ]
-        self.kube = Kube(load_api_client(args.kubeconfig))
+        namespaces: list[str | None] = list(args.namespaces) or [None]
+        pool = 3 * len(namespaces) * len(watches) + args.max_concurrent_reconciles + 8
+        self.kube = Kube(load_api_client(args.kubeconfig, pool))
         extra_env = {"KUBECONFIG": str(Path(args.kubeconfig).resolve())} if args.kubeconfig else {}
         self.runner = PlaybookRunner(REPO_ROOT, args.artifacts_dir.resolve(), extra_env)
         recorder = EventRecorder(self.kube)
-        namespaces: list[str | None] = list(args.namespaces) or [None]
         self.controllers = [
             Controller(
                 self.kube,

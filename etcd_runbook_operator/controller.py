@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from . import conditions
@@ -155,8 +156,10 @@ class Controller:
         self.queue.shutdown()
 
     def wait_idle(self, timeout: float | None) -> bool:
+        """Wait for the workers to leave; the timeout bounds the whole wait, not each join."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._worker_threads:
-            t.join(timeout)
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._worker_threads)
 
     # --- reconcile ----------------------------------------------------------------------------

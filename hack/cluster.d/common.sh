@@ -31,11 +31,19 @@ node_vars 0
 APISERVER_IP="$NODE_IP" # node 0's gateway; 127.0.0.1 is forwarded to it
 
 # Background processes: setsid, log file and pid file per name (PID 1 is no systemd).
+# A zombie counts as gone: our daemons are reparented to a PID 1 that may reap late.
+alive() {
+	local stat
+	stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+	stat="${stat##*) }"
+	[[ "${stat:0:1}" != Z ]]
+}
+
 pid_of() {
 	local f="$RUN/$1.pid" pid
 	[[ -f "$f" ]] || return 1
 	pid="$(cat "$f")"
-	[[ -d "/proc/$pid" ]] || return 1
+	alive "$pid" || return 1
 	echo "$pid"
 }
 
@@ -56,7 +64,7 @@ stop_bg() {
 		log "stopping $name ($pid)"
 		kill -TERM "$pid" 2>/dev/null || true
 		for i in $(seq 1 50); do
-			[[ -d "/proc/$pid" ]] || break
+			alive "$pid" || break
 			sleep 0.2
 		done
 		kill -KILL "$pid" 2>/dev/null || true

@@ -4,8 +4,10 @@
 `ensure POD=UID ...` keeps exactly one live `kubectl port-forward` per given Pod (a re-created
 Pod has a new UID and gets a new forward), bound to 127.0.0.1 on a free port, and prints
 {"endpoints": {pod: "127.0.0.1:port"}, "failed": {pod: reason}} as JSON. `close` ends them.
-State lives in --state-dir (the run's private directory). Each kubectl runs under `timeout` so a
-forward left behind by a killed run still ends by itself.
+State lives in --state-dir (the run's private directory). Each forward is a small supervisor
+that restarts kubectl on the same port when it exits (it does when the member's container
+restarts) and ends when the state dir is removed or after --max-seconds, so a forward left
+behind by a killed run still ends by itself.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -64,9 +65,63 @@ def _stop(entry: dict[str, Any]) -> None:
         os.killpg(int(entry["pid"]), signal.SIGTERM)
 
 
-def _start(args: argparse.Namespace, pod: str, uid: str) -> dict[str, Any]:
+def _spawn(args: argparse.Namespace, pod: str, uid: str) -> tuple[dict[str, Any], Any]:
+    """Start a supervisor for one pod's forward (it listens a little later)."""
     port = _free_port()
-    log = args.state_dir / f"{pod}.log"
+    cmd = [
+        sys.executable,
+        __file__,
+        "supervise",
+        "--state-dir",
+        str(args.state_dir),
+        "--namespace",
+        args.namespace,
+        "--kubectl",
+        args.kubectl,
+        "--max-seconds",
+        str(args.max_seconds),
+        "--port",
+        str(port),
+        pod,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return {"uid": uid, "port": port, "pid": proc.pid}, proc
+
+
+def _await(
+    args: argparse.Namespace, started: dict[str, tuple[dict[str, Any], Any]]
+) -> dict[str, str]:
+    """Wait (together, bounded) until each new forward listens; returns pod -> failure."""
+    failed: dict[str, str] = {}
+    pending = dict(started)
+    deadline = time.monotonic() + START_TIMEOUT
+    while pending and time.monotonic() < deadline:
+        for pod, (entry, proc) in list(pending.items()):
+            if proc.poll() is not None:
+                failed[pod] = f"port-forward supervisor exited with {proc.returncode}"
+                del pending[pod]
+            elif _listening(int(entry["port"])):
+                del pending[pod]
+        time.sleep(0.2)
+    for pod, (entry, _proc) in pending.items():
+        _stop(entry)
+        log = args.state_dir / f"{pod}.log"
+        text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        failed[pod] = text[-1] if text else f"no port-forward within {START_TIMEOUT:.0f}s"
+    return failed
+
+
+def supervise(args: argparse.Namespace) -> int:
+    """Keep `kubectl port-forward` running on one fixed local port (kubectl exits when the
+    container restarts) until the run's state dir is gone, the time bound passes or SIGTERM."""
+    pod = args.pods[0]
+    deadline = time.monotonic() + args.max_seconds
     cmd = [
         args.kubectl,
         "port-forward",
@@ -75,51 +130,41 @@ def _start(args: argparse.Namespace, pod: str, uid: str) -> dict[str, Any]:
         "--address",
         "127.0.0.1",
         f"pod/{pod}",
-        f"{port}:{REMOTE_PORT}",
+        f"{args.port}:{REMOTE_PORT}",
     ]
-    timeout = shutil.which("timeout")
-    if timeout:
-        cmd = [timeout, "--kill-after=5", str(args.max_seconds), *cmd]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    entry = {"uid": uid, "port": port, "pid": proc.pid}
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            text = log.read_text(errors="replace").strip().splitlines()
-            raise RuntimeError(text[-1] if text else f"kubectl exited with {proc.returncode}")
-        if _listening(port):
-            return entry
-        time.sleep(0.2)
-    _stop(entry)
-    raise RuntimeError(f"kubectl port-forward did not listen within {START_TIMEOUT:.0f}s")
+    child: list[subprocess.Popen[bytes]] = []
+
+    def on_term(signum: int, frame: object) -> None:
+        for proc in child:
+            proc.terminate()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    while time.monotonic() < deadline and args.state_dir.is_dir():
+        with (args.state_dir / f"{pod}.log").open("ab") as out:
+            child[:] = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)]
+        while child[0].poll() is None:
+            if time.monotonic() > deadline or not args.state_dir.is_dir():
+                child[0].terminate()
+                return 0
+            time.sleep(0.5)
+        time.sleep(1.0)
+    return 0
 
 
 def ensure(args: argparse.Namespace) -> dict[str, Any]:
     wanted = dict(item.split("=", 1) for item in args.pods)
     state = _load(args.state_dir)
-    endpoints: dict[str, str] = {}
-    failed: dict[str, str] = {}
     for pod in list(state):
         entry = state[pod]
         if wanted.get(pod) != entry["uid"] or not _alive(int(entry["pid"])):
             _stop(entry)
             del state[pod]
-    for pod, uid in sorted(wanted.items()):
-        if pod not in state:
-            try:
-                state[pod] = _start(args, pod, uid)
-            except (RuntimeError, OSError) as exc:
-                failed[pod] = str(exc)
-                continue
-        endpoints[pod] = f"127.0.0.1:{state[pod]['port']}"
+    started = {pod: _spawn(args, pod, uid) for pod, uid in wanted.items() if pod not in state}
+    failed = _await(args, started)
+    state.update({pod: entry for pod, (entry, _proc) in started.items() if pod not in failed})
     _save(args.state_dir, state)
+    endpoints = {pod: f"127.0.0.1:{state[pod]['port']}" for pod in sorted(state)}
     return {"endpoints": endpoints, "failed": failed}
 
 
@@ -133,16 +178,19 @@ def close(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("action", choices=["ensure", "close"])
+    parser.add_argument("action", choices=["ensure", "close", "supervise"])
     parser.add_argument("pods", nargs="*", help="POD=UID of each member to forward to")
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--kubectl", default="kubectl")
     parser.add_argument("--max-seconds", type=int, default=3600)
-    args = parser.parse_args()
+    parser.add_argument("--port", type=int, default=0, help="supervise: the local port")
+    args = parser.parse_intermixed_args()
     if not args.state_dir.is_dir():
         print(json.dumps({"msg": f"state dir {args.state_dir} does not exist"}))
         return 1
+    if args.action == "supervise":
+        return supervise(args)
     result = ensure(args) if args.action == "ensure" else close(args)
     print(json.dumps(result))
     return 0

@@ -17,7 +17,9 @@ _pause_tar() {
 }
 
 _busybox_tar() {
-	local tar="$IMAGE_CACHE/busybox-$(dpkg-query -W -f='${Version}' busybox-static | tr -c 'A-Za-z0-9.\n' _).tar"
+	local version tar
+	version="$(dpkg-query -W -f='${Version}' busybox-static | tr -c 'A-Za-z0-9.\n' _)"
+	tar="$IMAGE_CACHE/busybox-$version.tar"
 	[[ -f "$tar" ]] && { echo "$tar"; return; }
 	local links=() applet
 	for applet in $(/bin/busybox --list); do

@@ -189,7 +189,7 @@ stop_node() {
 # Unmount everything below a directory, deepest first (netns files, overlay rootfs, tmpfs).
 unmount_under() {
 	local dir="$1" mnt
-	for mnt in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+	while read -r mnt; do
 		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
-	done
+	done < <(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)
 }

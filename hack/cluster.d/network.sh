@@ -18,8 +18,15 @@ ensure_bridge() {
 	# pod range is unreachable: without these, both would follow the default route off the host.
 	ip route replace "$SERVICE_CIDR" dev "$NODE_BRIDGE" src "$NODE_IP"
 	ip route replace unreachable "$POD_CIDR"
-	# Pod -> service -> pod on the same bridge passes through iptables only with these.
-	sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.ipv4.ip_forward=1
+	sysctl -qw net.ipv4.ip_forward=1
+	# Pod -> service -> pod on the same bridge passes through iptables only with
+	# br_netfilter; without it kube-proxy masquerades all service traffic (see node.sh).
+	[[ -d /proc/sys/net/bridge ]] || modprobe br_netfilter 2>/dev/null || true
+	if [[ -d /proc/sys/net/bridge ]]; then
+		sysctl -qw net.bridge.bridge-nf-call-iptables=1
+	else
+		log "no br_netfilter: kube-proxy will masquerade all service traffic"
+	fi
 }
 
 _filter_rules() {

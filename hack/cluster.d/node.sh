@@ -28,10 +28,28 @@ remove_cgroup_root() {
 
 # stdin -> FILE, atomically and only when the content differs: kube-proxy exits when its
 # config file changes and containerd reloads the CNI config on every write.
+# Changed files are listed in CHANGED so start_node restarts the daemon reading each.
+CHANGED=()
 _write_if_changed() {
 	local file="$1" tmp="$1.tmp"
 	cat >"$tmp"
-	if cmp -s "$tmp" "$file"; then rm -f "$tmp"; else mv -f "$tmp" "$file"; fi
+	if cmp -s "$tmp" "$file"; then
+		rm -f "$tmp"
+	else
+		mv -f "$tmp" "$file"
+		CHANGED+=("$file")
+	fi
+}
+
+# restart_if_changed NAME FILE: stop NAME when FILE was rewritten, so start_bg starts it anew.
+_restart_if_changed() {
+	local f
+	for f in "${CHANGED[@]}"; do
+		if [[ "$f" == "$2" ]] && pid_of "$1" >/dev/null; then
+			log "$2 changed: restarting $1"
+			stop_bg "$1"
+		fi
+	done
 }
 
 write_node_config() {
@@ -135,12 +153,17 @@ clusterCIDR: $POD_CIDR
 detectLocalMode: ClusterCIDR
 nodePortAddresses: ["$NODE_IP/32"]
 conntrack: {maxPerCore: 0}
+iptables: {masqueradeAll: $([[ -d /proc/sys/net/bridge ]] && echo false || echo true)}
 PROXY
 }
 
 start_node() {
+	CHANGED=()
 	write_node_config
 	ensure_cgroup_root
+	_restart_if_changed "containerd-node$NODE_INDEX" "$NODE_DIR/containerd/config.toml"
+	_restart_if_changed "kubelet-node$NODE_INDEX" "$NODE_DIR/kubelet.yaml"
+	_restart_if_changed "kube-proxy-node$NODE_INDEX" "$NODE_DIR/kube-proxy.yaml"
 	start_bg "containerd-node$NODE_INDEX" containerd --config "$NODE_DIR/containerd/config.toml"
 	wait_until 60 "containerd of $NODE_NAME" ctr --address "$NODE_CONTAINERD_SOCK" version
 	ensure_images

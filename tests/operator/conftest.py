@@ -98,13 +98,6 @@ class OperatorProc:
         except OSError:
             return False
 
-    def full_runs(self) -> float:
-        """ansible-runner runs so far (successful or not), from the metrics endpoint."""
-        return sum(
-            self.metric("etcd_runbook_operator_reconcile_total", kind="Widget", result=r)
-            for r in ("success", "failure")
-        )
-
     def runs(self) -> int:
         """Runs whose artifacts are kept (each run directory has a `status` file)."""
         return sum(1 for _ in self.artifacts.rglob("status"))

@@ -48,9 +48,15 @@ pid_of() {
 }
 
 start_bg() {
-	local name="$1"
+	local name="$1" pid
 	shift
-	if pid_of "$name" >/dev/null; then return 0; fi
+	if pid="$(pid_of "$name")"; then
+		# Same command line: keep it. A changed one (new flags, new binary) means restart, so
+		# every `up` converges on what the scripts say now.
+		[[ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" != "$(printf '%s\n' "$@")" ]] || return 0
+		log "$name: command line changed, restarting"
+		stop_bg "$name"
+	fi
 	mkdir -p "$RUN" "$LOGS"
 	log "starting $name"
 	# 9>&-: the daemon must not inherit hack/cluster's lock (see main in hack/cluster).

@@ -24,6 +24,13 @@ start_apiserver() {
 		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
 		--kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
 		--kubelet-preferred-address-types InternalIP \
+		--requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
+		--requestheader-allowed-names front-proxy-client \
+		--requestheader-username-headers X-Remote-User \
+		--requestheader-group-headers X-Remote-Group \
+		--requestheader-extra-headers-prefix X-Remote-Extra- \
+		--proxy-client-cert-file "$PKI/front-proxy-client.crt" \
+		--proxy-client-key-file "$PKI/front-proxy-client.key" \
 		--service-account-issuer "https://kubernetes.default.svc.$CLUSTER_DOMAIN" \
 		--service-account-key-file "$PKI/sa.pub" \
 		--service-account-signing-key-file "$PKI/sa.key" \

@@ -1,9 +1,10 @@
 # Certificates, keys and kubeconfigs of the cluster, made once with openssl (sourced).
 # shellcheck shell=bash
 
-# cert NAME CN ORG [SAN...]: a key and a CA-signed certificate, client and server usage.
+# cert NAME CN ORG [SAN...]: a key and a certificate signed by $SIGNER (default: the cluster
+# CA), client and server usage.
 _cert() {
-	local name="$1" cn="$2" org="$3" san
+	local name="$1" cn="$2" org="$3" san signer="${SIGNER:-ca}"
 	shift 3
 	[[ -f "$PKI/$name.crt" ]] && return 0
 	san=""
@@ -11,7 +12,7 @@ _cert() {
 	local out
 	out="$(openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
 		-keyout "$PKI/$name.key" -subj "/CN=$cn${org:+/O=$org}" -out "$PKI/$name.csr" 2>&1 &&
-		openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+		openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$signer.crt" -CAkey "$PKI/$signer.key" \
 			-CAcreateserial -days 3650 -sha256 -out "$PKI/$name.crt" -extfile <(
 				echo "basicConstraints=critical,CA:FALSE"
 				echo "keyUsage=critical,digitalSignature,keyEncipherment"
@@ -45,17 +46,24 @@ KC
 	chmod 600 "$STATE/$name.kubeconfig"
 }
 
+_ca() {
+	local name="$1" cn="$2"
+	[[ -f "$PKI/$name.crt" ]] && return 0
+	log "creating $cn in $PKI"
+	openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$PKI/$name.key" -subj "/CN=$cn" -days 3650 -sha256 \
+		-addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+		-out "$PKI/$name.crt" 2>/dev/null
+}
+
 ensure_pki() {
 	mkdir -p "$PKI"
 	chmod 700 "$PKI"
-	if [[ ! -f "$PKI/ca.crt" ]]; then
-		log "creating the cluster CA and certificates in $PKI"
-		openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-			-keyout "$PKI/ca.key" -subj "/CN=erop-local-ca" -days 3650 -sha256 \
-			-addext "basicConstraints=critical,CA:TRUE" \
-			-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
-			-out "$PKI/ca.crt" 2>/dev/null
-	fi
+	_ca ca erop-local-ca
+	# The aggregation layer's own CA: components read it from the
+	# extension-apiserver-authentication ConfigMap (and log errors every few seconds without it).
+	_ca front-proxy-ca erop-local-front-proxy-ca
 	[[ -f "$PKI/sa.key" ]] || {
 		openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
 		openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -69,6 +77,7 @@ ensure_pki() {
 	_cert scheduler system:kube-scheduler ""
 	_cert kube-proxy system:kube-proxy ""
 	_cert provisioner erop-hostdir-provisioner ""
+	SIGNER=front-proxy-ca _cert front-proxy-client front-proxy-client ""
 	_kubeconfig admin admin
 	local direct="https://$APISERVER_IP:$APISERVER_PORT"
 	_kubeconfig controller-manager controller-manager "$direct"

@@ -156,7 +156,7 @@ sha256 0.65; writing to the page cache 0.2 to 2.5 depending on memory pressure. 
 free cores the three run in parallel and the module's stream matched etcdctl (0.9-1.0 in
 quieter runs); with the load averages of 5-20 this machine sees while other suites run,
 the extra hashing work competes with them for CPU and the ratio drops to 0.55-0.8
-(single module runs ranged from 90 to 220 MB/s over one afternoon; raising ansible's
+(single module runs ranged from 90 to 220 MB/s during one session; raising ansible's
 internal_poll_interval from 1 ms to 50 ms made no measurable difference).
 
 The end-to-end row also pays a fixed 2-3 s per run (the ansible CLI, the module's start,

@@ -202,6 +202,10 @@ def test_create_status_event_dependent_spec_change_and_finalizer(
         what="Degraded cleared",
     )
 
+    refused = [e for e in events(k8s_cluster, ns, "w1") if e["reason"] == "WidgetRefused"]
+    assert len(refused) == 1, "repeated identical failures aggregate into one Event"
+    print(f"refusal Event count after the retries: {refused[0]['count']}")
+
     # Delete: the finalizer playbook runs, then the finalizer goes and the object with it.
     k8s_cluster.kubectl("-n", ns, "delete", "widget", "w1", "--wait=false")
     k8s_cluster.wait_for(

@@ -26,6 +26,7 @@ from typing import Any
 
 REMOTE_PORT = 2379
 START_TIMEOUT = 20.0
+MAX_FAILURES = 30  # kubectl exits within 10s this many times in a row: give up
 
 
 def _load(state_dir: Path) -> dict[str, dict[str, Any]]:
@@ -140,7 +141,11 @@ def supervise(args: argparse.Namespace) -> int:
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    while time.monotonic() < deadline and args.state_dir.is_dir():
+    failures = 0
+    # A run killed before its cleanup leaves the state dir behind: stop once the forward keeps
+    # failing (the Pod or namespace is gone) instead of waiting for the time bound.
+    while time.monotonic() < deadline and args.state_dir.is_dir() and failures < MAX_FAILURES:
+        began = time.monotonic()
         with (args.state_dir / f"{pod}.log").open("ab") as out:
             child[:] = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)]
         while child[0].poll() is None:
@@ -148,6 +153,7 @@ def supervise(args: argparse.Namespace) -> int:
                 child[0].terminate()
                 return 0
             time.sleep(0.5)
+        failures = failures + 1 if time.monotonic() - began < 10 else 0
         time.sleep(1.0)
     return 0
 

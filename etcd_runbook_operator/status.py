@@ -16,6 +16,36 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _replace_fresh(
+    kube: Kube,
+    resource: Resource,
+    namespace: str,
+    name: str,
+    what: str,
+    subresource: str,
+    mutate: Callable[[dict[str, Any]], bool],
+) -> dict[str, Any] | None:
+    """GET the object, let mutate() change it in place (False: nothing to write), PUT it with
+    the resourceVersion just read; on 409 start over. None if the object is gone."""
+    for _ in range(MAX_CONFLICT_RETRIES):
+        try:
+            obj = kube.get(resource.path(namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if not mutate(obj):
+            return obj
+        try:
+            return kube.replace(resource.path(namespace, name, subresource), obj)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status != 409:
+                raise
+    raise RuntimeError(f"{what} of {namespace}/{name}: still conflicting after retries")
+
+
 def update_status(
     kube: Kube,
     resource: Resource,
@@ -26,25 +56,15 @@ def update_status(
     """Write compute(fresh object) as .status unless it is None or unchanged.
 
     Returns the object as last seen (None if it is gone)."""
-    for _ in range(MAX_CONFLICT_RETRIES):
-        try:
-            obj = kube.get(resource.path(namespace, name))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+
+    def mutate(obj: dict[str, Any]) -> bool:
         status = compute(obj)
         if status is None or status == obj.get("status"):
-            return obj
+            return False
         obj["status"] = status
-        try:
-            return kube.replace(resource.path(namespace, name, "status"), obj)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            if exc.status != 409:
-                raise
-    raise RuntimeError(f"status of {namespace}/{name}: still conflicting after retries")
+        return True
+
+    return _replace_fresh(kube, resource, namespace, name, "status", "status", mutate)
 
 
 def update_finalizers(
@@ -55,23 +75,13 @@ def update_finalizers(
     change: Callable[[list[str]], list[str]],
 ) -> dict[str, Any] | None:
     """Apply change() to metadata.finalizers of the fresh object; None if the object is gone."""
-    for _ in range(MAX_CONFLICT_RETRIES):
-        try:
-            obj = kube.get(resource.path(namespace, name))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+
+    def mutate(obj: dict[str, Any]) -> bool:
         current = list(obj["metadata"].get("finalizers") or [])
         wanted = change(current)
         if wanted == current:
-            return obj
+            return False
         obj["metadata"]["finalizers"] = wanted
-        try:
-            return kube.replace(resource.path(namespace, name), obj)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            if exc.status != 409:
-                raise
-    raise RuntimeError(f"finalizers of {namespace}/{name}: still conflicting after retries")
+        return True
+
+    return _replace_fresh(kube, resource, namespace, name, "finalizers", "", mutate)

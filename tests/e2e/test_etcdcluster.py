@@ -74,6 +74,10 @@ def test_cluster_lifecycle(
     noticed = time.monotonic() - deleted_at
     print(f"member Pod re-created {noticed:.1f}s after deletion")
     assert noticed < 60
+    # The status may still say Available from before the deletion: wait for the new Pod itself.
+    k8s.kubectl(
+        "-n", ns, "wait", "--for=condition=Ready", f"pod/{victim}", "--timeout=180s", timeout=200
+    )
     obj = wait_available(k8s, ns, name, 3, 180)
     after = {m["name"]: m["id"] for m in obj["status"]["members"]}
     assert after == before

@@ -2,6 +2,12 @@
 
 A reconcile of one object: finalizer bookkeeping, the skip rule, at most one ansible-runner run,
 then status and Events from what the run reported (docs/operator.md has the whole contract).
+
+A Pod of an object that is deleted by someone else while the object's reconcile run is in flight
+preempts that run: it stops at its next task boundary (or between the attempts of an
+interruptible wait) and the object is reconciled again at once, so a lost member is brought back
+in seconds instead of after whatever the run was doing. The runbook marks the Pods it deletes
+itself with the annotation `<group>/deleted-by-runbook`; those never preempt.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from . import conditions
@@ -25,6 +32,9 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
+# Pod UIDs already acted on, so the later events of one deletion do not preempt again.
+_SEEN_DELETIONS = 1024
+
 
 def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
     """The primary object a dependent belongs to: controller ownerReference, else the label."""
@@ -36,6 +46,10 @@ def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
             return (namespace, ref["name"])
     owner = (meta.get("labels") or {}).get(watch.owner_label)
     return (namespace, owner) if owner else None
+
+
+def run_name(key: ObjKey) -> str:
+    return f"{key[0]}/{key[1]}"
 
 
 class Controller:
@@ -65,6 +79,11 @@ class Controller:
         self.shutting_down = threading.Event()
         self._threads: list[threading.Thread] = []
         self._worker_threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._running: set[ObjKey] = set()
+        self._preempted: set[ObjKey] = set()
+        self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
+        self.runbook_deletion_annotation = f"{watch.group}/deleted-by-runbook"
         self.primary = [
             Informer(
                 kube,
@@ -80,7 +99,7 @@ class Controller:
             Informer(
                 kube,
                 res,
-                self._on_dependent,
+                self._on_pod if res is PODS else self._on_dependent,
                 ns,
                 watch.dependent_selector,
                 on_restart=self._restart_counter(res),
@@ -105,6 +124,43 @@ class Controller:
         key = owner_key(obj, self.watch)
         if key:
             self._enqueue(key)
+
+    def _on_pod(self, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch)
+        if key and self._lost_by_outside_hand(event, obj):
+            self._preempt(key, obj)
+        self._on_dependent(event, obj)
+
+    def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
+        """First sight of a deletion of this Pod that the runbook did not make itself."""
+        meta = obj.get("metadata", {})
+        if event != "DELETED" and not meta.get("deletionTimestamp"):
+            return False
+        if self.runbook_deletion_annotation in (meta.get("annotations") or {}):
+            return False
+        uid = str(meta.get("uid") or meta.get("name"))
+        with self._lock:
+            if uid in self._deletions_seen:
+                return False
+            self._deletions_seen.append(uid)
+        return True
+
+    def _preempt(self, key: ObjKey, pod: dict[str, Any]) -> None:
+        with self._lock:
+            if key not in self._running or key in self._preempted:
+                return
+            self._preempted.add(key)
+        if self.runner.stop_at_task_boundary(run_name(key)):
+            log.info(
+                "%s %s/%s: Pod %s deleted; the run in flight stops at its next task boundary",
+                self.watch.kind,
+                *key,
+                pod["metadata"].get("name"),
+            )
+
+    def _is_preempted(self, key: ObjKey) -> bool:
+        with self._lock:
+            return key in self._preempted
 
     def dependents_of(self, key: ObjKey) -> list[dict[str, Any]]:
         return [
@@ -207,8 +263,21 @@ class Controller:
                 name,
                 lambda o: conditions.before_run(o.get("status"), generation, now_rfc3339()),
             )
-        result = self._run(obj, self.watch.target)
+        with self._lock:
+            self._running.add(key)
+        try:
+            result = self._run(obj, self.watch.target)
+        finally:
+            with self._lock:
+                self._running.discard(key)
+                preempted = key in self._preempted
+                self._preempted.discard(key)
         if result is None:
+            return
+        if preempted and result.status == "stopped":
+            # Not a failure: the Pod event that preempted the run queued the object again.
+            self.metrics.reconcile_total.labels(self.watch.kind, "preempted").inc()
+            self.queue.add(key)
             return
         self._report(key, obj, result, generation)
         if result.ok:
@@ -254,7 +323,12 @@ class Controller:
             target.playbook or target.role,
         )
         result = self.runner.run(
-            target, extravars, artifact_parent, self.watch.max_runner_artifacts, self.runner_timeout
+            target,
+            extravars,
+            artifact_parent,
+            self.watch.max_runner_artifacts,
+            self.runner_timeout,
+            name=run_name(obj_key(obj)),
         )
         self.metrics.playbook_duration.labels(kind, result.status).observe(result.duration)
         log.info(
@@ -269,6 +343,8 @@ class Controller:
         if result.status == "stopped" and self.shutting_down.is_set():
             self.metrics.reconcile_total.labels(kind, "stopped").inc()
             return None
+        if result.status == "stopped" and self._is_preempted(obj_key(obj)):
+            return result  # counted by reconcile()
         self.metrics.reconcile_total.labels(kind, "success" if result.ok else "failure").inc()
         return result
 

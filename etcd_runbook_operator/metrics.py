@@ -11,7 +11,7 @@ class Metrics:
         prefix = "etcd_runbook_operator"
         self.reconcile_total = Counter(
             f"{prefix}_reconcile_total",
-            "Reconciles by kind and result (success, failure, skipped, stopped)",
+            "Reconciles by kind and result (success, failure, skipped, stopped, preempted)",
             ["kind", "result"],
             registry=self.registry,
         )

@@ -6,7 +6,8 @@
   ansible-runner writes there (it holds the whole process environment) is reduced to the command
   and cwd; only the newest `keep` runs are kept.
 * Stopping is cooperative: the ero_task_boundary callback exits at the next task boundary when
-  the run's stop file exists (soft timeout, shutdown after the grace period, lost leadership).
+  the run's stop file exists (soft timeout, shutdown after the grace period, lost leadership, a
+  lost member to handle first), or between the retries of a task tagged `interruptible`.
   Only past the hard deadline does ansible-runner's cancel (SIGKILL of the process group) apply.
 """
 
@@ -55,6 +56,7 @@ class RunResult:
 @dataclass
 class _ActiveRun:
     stop_file: Path
+    name: str
     hard_cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -104,6 +106,14 @@ class PlaybookRunner:
             run.stop_file.touch()
         return len(runs)
 
+    def stop_at_task_boundary(self, name: str) -> bool:
+        """Ask the run in flight under `name` to stop before its next task; False if none."""
+        with self._lock:
+            runs = [r for r in self._active.values() if r.name == name]
+        for run in runs:
+            run.stop_file.touch()
+        return bool(runs)
+
     def kill_all(self) -> None:
         """Last resort: ansible-runner SIGKILLs the process groups (mid-module)."""
         with self._lock:
@@ -114,7 +124,7 @@ class PlaybookRunner:
         with self._lock:
             return len(self._active)
 
-    def _envvars(self, stop_file: Path) -> dict[str, str]:
+    def _envvars(self, stop_file: Path, tmp: Path) -> dict[str, str]:
         env = {
             "ANSIBLE_CONFIG": str(self.project_dir / "ansible.cfg"),
             "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACK_DIR),
@@ -124,6 +134,9 @@ class PlaybookRunner:
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
             "ANSIBLE_NOCOLOR": "True",
             "ERO_STOP_FILE": str(stop_file),
+            # Scratch files of the run (the role's client key, its port-forward state) live in the
+            # private data dir, so they go with it even when the run stops before its cleanup.
+            "TMPDIR": str(tmp),
             # ansible-playbook lives next to our interpreter (venv or image), maybe not on PATH.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
@@ -152,12 +165,14 @@ class PlaybookRunner:
         artifact_parent: Path,
         keep: int,
         timeout: float,
+        name: str = "",
     ) -> RunResult:
         ident = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         ident += f"-{next(self._ids)}"
         artifact_parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         pdd = Path(tempfile.mkdtemp(prefix="ero-run-"))
-        active = _ActiveRun(stop_file=pdd / "stop")
+        active = _ActiveRun(stop_file=pdd / "stop", name=name)
+        (pdd / "tmp").mkdir(mode=0o700)
         run_id = id(active)
         with self._lock:
             self._active[run_id] = active
@@ -175,7 +190,7 @@ class PlaybookRunner:
                 project_dir=str(self.project_dir),
                 playbook=str(playbook),
                 extravars=extravars,
-                envvars=self._envvars(active.stop_file),
+                envvars=self._envvars(active.stop_file, pdd / "tmp"),
                 quiet=True,
                 timeout=int(timeout + self.hard_kill_after),
                 cancel_callback=active.hard_cancel.is_set,

@@ -2,15 +2,22 @@
 """Stop a playbook run at a task boundary when the watcher asks for it.
 
 The watcher creates the file named by $ERO_STOP_FILE to ask a run to stop (SIGTERM after the
-grace period, soft timeout, lost leadership). Ansible calls `v2_playbook_on_task_start` in the
-controller process before it hands the task to a worker; with the linear strategy every worker
-of the previous task has returned by then, so exiting here never cuts a module in half.
+grace period, soft timeout, lost leadership, a lost member to handle first). Ansible calls
+`v2_playbook_on_task_start` in the controller process before it hands the task to a worker; with
+the linear strategy every worker of the previous task has returned by then, so exiting here never
+cuts a module in half.
+
+A wait (an `until` loop) is one task and can last minutes. A task tagged `interruptible` declares
+that its attempts only read, so between two attempts (`v2_runner_retry`) the run may also stop:
+the worker, which is sleeping or reading, is ended first.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
+from typing import Any
 
 from ansible.plugins.callback import CallbackBase
 
@@ -26,6 +33,7 @@ DOCUMENTATION = """
 
 # Exit status the watcher recognises as "stopped at a task boundary".
 STOPPED_RC = 75
+INTERRUPTIBLE_TAG = "interruptible"
 
 
 class CallbackModule(CallbackBase):
@@ -34,13 +42,30 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = "ero_task_boundary"
     CALLBACK_NEEDS_ENABLED = True
 
-    def _maybe_stop(self, task: object) -> None:
+    @staticmethod
+    def _stop_requested() -> bool:
         stop_file = os.environ.get("ERO_STOP_FILE")
-        if stop_file and os.path.exists(stop_file):
-            sys.stdout.write(f"\nero_task_boundary: stop requested before task {task}\n")
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(STOPPED_RC)
+        return bool(stop_file and os.path.exists(stop_file))
+
+    @staticmethod
+    def _exit(why: str) -> None:
+        sys.stdout.write(f"\nero_task_boundary: stop requested {why}\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(STOPPED_RC)
+
+    def _maybe_stop(self, task: object) -> None:
+        if self._stop_requested():
+            self._exit(f"before task {task}")
+
+    def v2_runner_retry(self, result: Any) -> None:
+        task = getattr(result, "_task", None)
+        if INTERRUPTIBLE_TAG not in (getattr(task, "tags", None) or []):
+            return
+        if self._stop_requested():
+            for worker in multiprocessing.active_children():
+                worker.kill()
+            self._exit(f"between the attempts of {task}")
 
     def v2_playbook_on_task_start(self, task: object, is_conditional: bool) -> None:
         self._maybe_stop(task)

@@ -9,6 +9,7 @@ from etcd_runbook_operator.controller import Controller, owner_key
 from etcd_runbook_operator.events import EventRecorder
 from etcd_runbook_operator.kube import Resource
 from etcd_runbook_operator.metrics import Metrics
+from etcd_runbook_operator.runner import RunResult
 from tests.unit.watcher_fakes import FakeKube, FakeRunner, result
 
 WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
@@ -242,3 +243,50 @@ def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
     pod["metadata"]["resourceVersion"] = "6"  # e.g. the Pod went NotReady
     ctl.reconcile(KEY)
     assert len(runner.runs) == 2
+
+
+def member_pod(uid: str, **meta) -> dict:
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": "w1-0",
+            "uid": uid,
+            "labels": {"etcd.runbook.io/cluster": "w1"},
+            **meta,
+        }
+    }
+
+
+def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
+    stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
+    kube, runner, ctl, metrics = make(tmp_path, [stopped, result()])
+    runner.during_run = lambda: (
+        ctl._on_pod("MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")),
+        ctl._on_pod("DELETED", member_pod("p1")),  # same Pod: no second request
+    )
+    ctl.queue.add(KEY)
+    assert ctl.queue.get(0) == KEY
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1"]
+    degraded = [c for c in status(kube).get("conditions", []) if c["type"] == "Degraded"]
+    assert all(c["status"] == "False" for c in degraded), degraded
+    assert not [o for p, o in kube.objects.items() if "/events/" in p], "no failure Event"
+    assert ctl.queue.failures(KEY) == 0, "a preempted run is not a failure to back off from"
+    labels = {"kind": "Widget", "result": "preempted"}
+    assert sample(metrics, "etcd_runbook_operator_reconcile_total", **labels) == 1
+    ctl.queue.done(KEY)
+    assert ctl.queue.get(0) == KEY, "reconciled again at once"
+    runner.during_run = None
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2 and cond(kube, "Available")["status"] == "True"
+
+
+def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
+    _kube, runner, ctl, _ = make(tmp_path)
+    own = {"test.runbook.io/deleted-by-runbook": "upgrade"}
+    runner.during_run = lambda: ctl._on_pod("DELETED", member_pod("p2", annotations=own))
+    ctl.reconcile(KEY)
+    runner.during_run = None
+    ctl._on_pod("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
+    assert runner.stop_requests == []
+    assert ctl.queue.get(0) == KEY

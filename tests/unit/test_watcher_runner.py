@@ -169,3 +169,53 @@ def test_sigterm_after_grace_stops_at_a_task_boundary(tmp_path):
     assert (markers / "task1-done").exists(), out
     assert not (markers / "task2-done").exists(), out
     assert "asked to stop at the next task boundary" in out
+
+
+def wait_run(tmp_path, tags: list[str], attempts: int):
+    """Start wait.yml in a thread; returns (runner, markers, result holder, thread)."""
+    markers = tmp_path / "m"
+    markers.mkdir()
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    watch = widget_watch("wait.yml", marker_dir=str(markers), attempts=attempts, wait_tags=tags)
+    out: dict = {}
+    t = threading.Thread(
+        target=lambda: out.setdefault(
+            "res",
+            runner.run(
+                watch.target,
+                build_extravars(watch, {"metadata": {"name": "w"}}, watch.target),
+                tmp_path / "artifacts" / "w",
+                2,
+                120,
+                name="ns/w",
+            ),
+        )
+    )
+    t.start()
+    wait_for(markers / "scratch")
+    return runner, markers, out, t
+
+
+def test_interruptible_wait_stops_between_attempts_and_leaves_no_scratch(tmp_path):
+    runner, markers, out, t = wait_run(tmp_path, ["interruptible"], attempts=60)
+    scratch = Path((markers / "scratch").read_text())
+    assert scratch.is_dir() and not str(scratch).startswith(str(tmp_path))
+    assert runner.stop_at_task_boundary("other/name") is False
+    time.sleep(1.5)  # inside the wait
+    asked = time.monotonic()
+    assert runner.stop_at_task_boundary("ns/w") is True
+    t.join(60)
+    assert out["res"].status == "stopped"
+    assert time.monotonic() - asked < 10, "the stop waited for the whole wait"
+    assert not (markers / "after-wait").exists()
+    assert not scratch.exists(), "the run's scratch directory outlived it"
+
+
+def test_untagged_wait_runs_to_its_end_before_stopping(tmp_path):
+    runner, markers, out, t = wait_run(tmp_path, [], attempts=4)
+    time.sleep(1.5)
+    assert runner.stop_at_task_boundary("ns/w") is True
+    t.join(60)
+    assert out["res"].status == "stopped"
+    assert out["res"].duration >= 4, "a wait without the tag was cut short"
+    assert not (markers / "after-wait").exists()

@@ -117,6 +117,13 @@ class FakeRunner:
         self.artifacts_dir = artifacts_dir
         self.results = list(results or [])
         self.runs: list[dict[str, Any]] = []
+        self.stop_requests: list[str] = []
+        # Called inside run(), as if events arrived while the playbook was in flight.
+        self.during_run: Any = None
+
+    def stop_at_task_boundary(self, name: str) -> bool:
+        self.stop_requests.append(name)
+        return True
 
     def run(
         self,
@@ -125,8 +132,11 @@ class FakeRunner:
         artifact_parent: Path,
         keep: int,
         timeout: float,
+        name: str = "",
     ) -> RunResult:
-        self.runs.append({"target": target, "extravars": extravars})
+        self.runs.append({"target": target, "extravars": extravars, "name": name})
+        if self.during_run:
+            self.during_run()
         if self.results:
             return self.results.pop(0)
         return RunResult(status="successful", rc=0, duration=0.01, artifact_dir=artifact_parent)

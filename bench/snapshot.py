@@ -27,10 +27,10 @@ from typing import Any
 
 import ansible.module_utils
 
+from bench.docs_section import write_section
 from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = REPO / "docs" / "benchmarks.md"
 HEADING = "## etcd_snapshot throughput"
 
 if str(REPO / "module_utils") not in ansible.module_utils.__path__:
@@ -165,19 +165,6 @@ ratio rises with the database size.
 """
 
 
-def write_docs(text: str) -> None:
-    """Replace this benchmark's section of docs/benchmarks.md, keeping the others."""
-    current = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    start = current.find(HEADING)
-    if start < 0:
-        updated = current.rstrip("\n") + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(HEADING))
-        tail = current[end + 1 :] if end >= 0 else ""
-        updated = current[:start] + text + ("\n" + tail if tail else "")
-    DOCS.write_text(updated)
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py snapshot", description=__doc__)
     parser.add_argument("--version", default="3.5")
@@ -195,7 +182,7 @@ def main(argv: list[str]) -> int:
     text = section(report, command.strip())
     print(text)
     if not args.no_docs:
-        write_docs(text)
+        write_section(HEADING, text)
     goal_met = report["ratio_ansible"] >= 0.9
     print(f"goal (ansible end to end >= 0.9 x etcdctl): {'met' if goal_met else 'NOT met'}")
     return 0

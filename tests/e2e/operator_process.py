@@ -29,16 +29,26 @@ def _free_port() -> int:
 class OperatorProcess:
     """Start, kill and restart operator.py; its output goes to a log file for diagnosis."""
 
-    def __init__(self, cluster: K8sCluster, namespace: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        cluster: K8sCluster,
+        namespace: str,
+        workdir: Path,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.namespace = namespace
         self.workdir = workdir
+        # Appended last, so they override the defaults below (argparse keeps the last value).
+        self.extra_args = list(extra_args or [])
+        self.metrics_address = ""
         self.lease = f"e2e-{uuid.uuid4().hex[:8]}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, apply: bool = True) -> None:
         self.starts += 1
+        self.metrics_address = f"127.0.0.1:{_free_port()}"
         log = (self.workdir / f"operator-{self.starts}.log").open("wb")
         env = dict(os.environ)
         # kubectl for the runbooks' port-forwards (the operator runs outside the cluster).
@@ -55,11 +65,12 @@ class OperatorProcess:
             "--artifacts-dir",
             str(self.workdir / "artifacts"),
             "--metrics-bind-address",
-            f"127.0.0.1:{_free_port()}",
+            self.metrics_address,
             "--health-probe-bind-address",
             f"127.0.0.1:{_free_port()}",
             "--reconcile-period",
             "300",
+            *self.extra_args,
         ]
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

@@ -1,0 +1,415 @@
+"""The operator on the local Kubernetes: latency, CPU of a resync, memory (issue 4).
+
+    .venv/bin/python bench/run.py operator [--trials 3] [--clusters 10] [--window 60]
+
+Brings the local cluster up (hack/cluster up), installs the CRD and RBAC, and runs operator.py
+as a host process with its ServiceAccount's token (as the e2e suite does), watching one fresh
+namespace, with a resync period of --resync seconds. Then, in one run:
+
+1. create -> first Pod: an EtcdCluster of size 1 is created (the clock starts before the POST);
+   the time until its first Pod exists, and until it is Available. --trials times.
+2. spec change -> first action: each of those clusters is scaled 1 -> 2; the time until the
+   watcher reacts (Progressing=True written for the new generation) and until the runbook's
+   first change (the new member's claim or Pod exists).
+3. CPU: the operator's CPU seconds (its own and its waited-for children: ansible-playbook and
+   the module processes) over --window seconds of idle resyncs, all answered by the skip rule,
+   divided by the resyncs skipped; against the CPU of one full playbook run of the same role on
+   the same healthy cluster (forced by an annotation the fingerprint covers), which is what
+   operator-sdk's Ansible operator spends on every resync.
+4. memory: the operator's resident set with 1 EtcdCluster (after the first is Available) and
+   with --clusters of them (all Available, then idle).
+
+Unless --no-docs, rewrites the "Operator: latency, resync CPU, memory" section of
+docs/benchmarks.md. Every wait is bounded; the namespace is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.docs_section import write_section
+
+REPO = Path(__file__).resolve().parent.parent
+HEADING = "## Operator: latency, resync CPU, memory"
+GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
+T = TypeVar("T")
+
+sys.path.insert(0, str(REPO))
+from etcd_runbook_operator.kube import Kube  # noqa: E402
+from tests.e2e.operator_process import OperatorProcess  # noqa: E402
+from tests.k8s_cluster import K8sCluster  # noqa: E402
+
+
+def cluster_up() -> K8sCluster:
+    up = subprocess.run(
+        [str(REPO / "hack" / "cluster"), "up"], capture_output=True, text=True, timeout=3600
+    )
+    if up.returncode != 0:
+        raise SystemExit(f"hack/cluster up failed:\n{up.stderr[-4000:]}")
+    bin_dir = subprocess.run(
+        [str(REPO / "hack" / "cluster"), "bin"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return K8sCluster(kubeconfig=Path(up.stdout.strip()), bin_dir=Path(bin_dir))
+
+
+def install_api(k8s: K8sCluster) -> None:
+    """config/default without the Deployment, as the e2e suite installs it."""
+    import yaml
+
+    rendered = k8s.kubectl("kustomize", str(REPO / "config" / "default")).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] != "Deployment"]
+    k8s.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
+    k8s.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
+    )
+
+
+def wait_for(cond: Callable[[], T], timeout: float, interval: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value: T | None
+        try:
+            value = cond()
+        except Exception:  # an API hiccup counts as "not yet"
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Bench:
+    def __init__(self, k8s: K8sCluster, ns: str, op: OperatorProcess) -> None:
+        self.k8s = k8s
+        self.ns = ns
+        self.op = op
+        self.kube = Kube(k8s.api_client())
+
+    # --- reading -----------------------------------------------------------------------------
+    def etcd_path(self, name: str = "") -> str:
+        return f"{GROUP_PATH}/namespaces/{self.ns}/etcdclusters" + (f"/{name}" if name else "")
+
+    def dependents(self, kind: str, cluster: str) -> list[str]:
+        query = {"labelSelector": f"etcd.runbook.io/cluster={cluster}"}
+        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/{kind}", query)["items"]
+        return [i["metadata"]["name"] for i in items]
+
+    def available(self, name: str, size: int) -> bool:
+        obj = self.kube.get(self.etcd_path(name))
+        status = obj.get("status", {})
+        avail = any(
+            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
+        )
+        return (
+            avail
+            and status.get("readyMembers") == size
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    def metrics(self) -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://{self.op.metrics_address}/metrics", timeout=5)
+        out: dict[str, float] = {}
+        for line in text.read().decode().splitlines():
+            if line.startswith("etcd_runbook_operator_reconcile"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def counter(self, result: str) -> float:
+        key = f'etcd_runbook_operator_reconcile_total{{kind="EtcdCluster",result="{result}"}}'
+        return self.metrics().get(key, 0.0)
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the operator and of its children it has waited for."""
+        assert self.op.proc is not None
+        fields = Path(f"/proc/{self.op.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = sum(int(f) for f in fields[11:15])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def memory_mib(self) -> dict[str, float]:
+        assert self.op.proc is not None
+        out: dict[str, float] = {}
+        for line in Path(f"/proc/{self.op.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024  # kB -> MiB
+        return out
+
+    def idle(self, settle: float = 5.0, timeout: float = 300) -> None:
+        """Wait until no reconcile has finished (other than skips) for `settle` seconds."""
+
+        def quiet() -> bool:
+            before = self.counter("success") + self.counter("failure")
+            time.sleep(settle)
+            return before == self.counter("success") + self.counter("failure")
+
+        wait_for(quiet, timeout, 0.1, "the operator to be idle")
+
+    # --- actions -----------------------------------------------------------------------------
+    def create(self, name: str) -> dict[str, float]:
+        body = {
+            "apiVersion": "etcd.runbook.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": name},
+            "spec": {"size": 1, "storage": {"size": "64Mi"}},
+        }
+        started = time.monotonic()
+        self.kube.create(self.etcd_path(), body)
+        wait_for(lambda: self.dependents("pods", name), 300, 0.1, f"{name}'s first Pod")
+        first_pod = time.monotonic() - started
+        wait_for(lambda: self.available(name, 1), 600, 0.5, f"{name} Available")
+        return {"first_pod": first_pod, "available": time.monotonic() - started}
+
+    def scale_up(self, name: str) -> dict[str, float]:
+        generation = int(self.kube.get(self.etcd_path(name))["metadata"]["generation"]) + 1
+
+        def reacted() -> bool:
+            status = self.kube.get(self.etcd_path(name)).get("status", {})
+            return any(
+                c["type"] == "Progressing"
+                and c["status"] == "True"
+                and c.get("observedGeneration") == generation
+                for c in status.get("conditions", [])
+            )
+
+        def acted() -> bool:
+            new = f"{name}-1"
+            return new in self.dependents("pods", name) or f"{new}-data" in self.dependents(
+                "persistentvolumeclaims", name
+            )
+
+        started = time.monotonic()
+        self.kube.merge_patch(self.etcd_path(name), {"spec": {"size": 2}})
+        wait_for(reacted, 300, 0.05, f"{name}: Progressing for generation {generation}")
+        reaction = time.monotonic() - started
+        wait_for(acted, 300, 0.1, f"{name}: the new member's claim or Pod")
+        action = time.monotonic() - started
+        wait_for(lambda: self.available(name, 2), 600, 0.5, f"{name} Available with 2")
+        return {"reaction": reaction, "action": action, "available": time.monotonic() - started}
+
+    def noop_resyncs(self, window: float) -> dict[str, float]:
+        skipped = "etcd_runbook_operator_reconcile_skipped_total"
+        key = f'{skipped}{{kind="EtcdCluster"}}'
+        runs_before = self.counter("success") + self.counter("failure")
+        skips_before, cpu_before = self.metrics().get(key, 0.0), self.cpu_seconds()
+        time.sleep(window)
+        skips, cpu = self.metrics().get(key, 0.0) - skips_before, self.cpu_seconds() - cpu_before
+        runs = self.counter("success") + self.counter("failure") - runs_before
+        return {"skips": skips, "cpu": cpu, "runs": runs, "window": window}
+
+    def full_run(self, name: str, nonce: str) -> dict[str, float]:
+        done_before = self.counter("success") + self.counter("failure")
+        cpu_before, started = self.cpu_seconds(), time.monotonic()
+        # Annotations of the API group are inputs (the fingerprint covers them): one full run.
+        self.kube.merge_patch(
+            self.etcd_path(name), {"metadata": {"annotations": {"etcd.runbook.io/bench": nonce}}}
+        )
+        wait_for(
+            lambda: self.counter("success") + self.counter("failure") > done_before,
+            600,
+            0.2,
+            f"{name}: the forced full run",
+        )
+        elapsed = time.monotonic() - started
+        return {"cpu": self.cpu_seconds() - cpu_before, "seconds": elapsed}
+
+
+def row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt(values: list[float], digits: int = 1) -> str:
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    k8s = cluster_up()
+    install_api(k8s)
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    k8s.kubectl("create", "namespace", ns)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
+    extra = ["--reconcile-period", str(args.resync)]
+    op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
+    report: dict[str, Any] = {"resync": args.resync}
+    try:
+        op.start()
+        op.wait_running(3)
+        bench = Bench(k8s, ns, op)
+        wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
+        names = [f"lat-{i}" for i in range(args.trials)]
+        creates = []
+        for i, name in enumerate(names):
+            creates.append(bench.create(name))
+            print(f"create {name}: {creates[-1]}", flush=True)
+            if i == 0:
+                bench.idle()
+                report["memory_1"] = bench.memory_mib()
+        report["creates"] = creates
+        scales = []
+        for name in names:
+            scales.append(bench.scale_up(name))
+            print(f"scale {name}: {scales[-1]}", flush=True)
+        report["scales"] = scales
+        bench.idle()
+        report["noop"] = bench.noop_resyncs(args.window)
+        print(f"no-op resyncs: {report['noop']}", flush=True)
+        fulls = []
+        for i in range(args.full_runs):
+            fulls.append(bench.full_run(names[0], f"{i}-{uuid.uuid4().hex[:6]}"))
+            print(f"full run: {fulls[-1]}", flush=True)
+            bench.idle(settle=3)
+        report["fulls"] = fulls
+        extra_names = [f"mem-{i}" for i in range(max(0, args.clusters - len(names)))]
+        started = time.monotonic()
+        for name in extra_names:
+            bench.kube.create(
+                bench.etcd_path(),
+                {
+                    "apiVersion": "etcd.runbook.io/v1alpha1",
+                    "kind": "EtcdCluster",
+                    "metadata": {"name": name},
+                    "spec": {"size": 1, "storage": {"size": "64Mi"}},
+                },
+            )
+        wait_for(
+            lambda: all(bench.available(n, 1) for n in extra_names),
+            1800,
+            2,
+            f"{len(extra_names)} more clusters Available",
+        )
+        report["all_available_seconds"] = time.monotonic() - started
+        bench.idle()
+        report["memory_n"] = bench.memory_mib()
+        report["clusters"] = len(names) + len(extra_names)
+        report["load"] = os.getloadavg()[0]
+    finally:
+        k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
+        op.stop()
+        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    return report
+
+
+def section(report: dict[str, Any], command: str) -> str:
+    creates, scales, fulls, noop = (
+        report["creates"],
+        report["scales"],
+        report["fulls"],
+        report["noop"],
+    )
+    first_pod = [c["first_pod"] for c in creates]
+    avail = [c["available"] for c in creates]
+    reaction = [s["reaction"] for s in scales]
+    action = [s["action"] for s in scales]
+    full_cpu = [f["cpu"] for f in fulls]
+    per_noop = noop["cpu"] / noop["skips"] if noop["skips"] else float("nan")
+    ratio = median(full_cpu) / per_noop if per_noop else float("nan")
+    m1, mn = report["memory_1"], report["memory_n"]
+    latency_rows = "\n".join(
+        [
+            row("create -> first member Pod exists", fmt(first_pod), f"{median(first_pod):.1f}"),
+            row("create -> Available", fmt(avail), f"{median(avail):.1f}"),
+            row(
+                "spec change (size 1 -> 2) -> watcher reacts (Progressing, new generation)",
+                fmt(reaction, 2),
+                f"{median(reaction):.2f}",
+            ),
+            row(
+                "spec change -> runbook's first change (the new member's claim or Pod)",
+                fmt(action),
+                f"{median(action):.1f}",
+            ),
+        ]
+    )
+    cpu_rows = "\n".join(
+        [
+            row(
+                f"no-op resync (skip rule): {noop['skips']:.0f} skipped in {noop['window']:.0f} s"
+                f" ({noop['runs']:.0f} runs in the window)",
+                f"{per_noop:.4f} (upper bound: all idle CPU of the window counted)",
+                "1",
+            ),
+            row(
+                "one full playbook run of the role (operator-sdk's Ansible operator does one per"
+                f" resync): {fmt(full_cpu, 2)}",
+                f"{median(full_cpu):.2f}",
+                f"{ratio:.0f}",
+            ),
+        ]
+    )
+    return f"""{HEADING}
+
+Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
+
+The operator runs as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`),
+watching one namespace of the local Kubernetes (`hack/cluster`), resync period
+{report["resync"]} s; the EtcdClusters have 1 member (etcd 3.6, TLS on) unless scaled.
+Machine: 2 cores, load average at the end {report["load"]:.1f}. Medians of the trials, each
+trial listed.
+
+| measure | trials (s) | median (s) |
+| --- | --- | --- |
+{latency_rows}
+
+Where the create -> first Pod time goes: the run starts within a second of the event; the rest
+is ansible-playbook's start, the role reading the cluster, and making the CA and three
+certificates before the seed member's claim and Pod.
+
+**Resync CPU** (same run, same healthy cluster of 2 members; CPU of the operator process and of
+the ansible-playbook processes it waited for):
+
+| resync | CPU seconds each | ratio |
+| --- | --- | --- |
+{cpu_rows}
+
+The no-op figure divides all the operator's CPU in the window (watch streams, Lease renewals,
+metrics) by the resyncs skipped in it, so it over-states the skip itself. The full run's figure
+leaves out the `kubectl port-forward` processes it starts (they detach), so it under-states.
+
+**Memory** (resident set of the operator process; ansible-playbook runs in child processes):
+
+| EtcdClusters watched | VmRSS (MiB) | peak VmHWM (MiB) |
+| --- | --- | --- |
+| 1 | {m1["VmRSS"]:.1f} | {m1["VmHWM"]:.1f} |
+| {report["clusters"]} | {mn["VmRSS"]:.1f} | {mn["VmHWM"]:.1f} |
+
+The last {report["clusters"] - len(creates)} clusters were created at once and were all
+Available after {report["all_available_seconds"]:.0f} s (runs of different objects in parallel,
+up to --max-concurrent-reconciles).
+"""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py operator", description=__doc__)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--window", type=float, default=60.0)
+    parser.add_argument("--full-runs", type=int, default=3)
+    parser.add_argument("--resync", type=int, default=5, help="resync period in seconds")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
+    )
+    args = parser.parse_args(argv)
+    report = run(args)
+    print(json.dumps(report, indent=1))
+    text = section(report, ("python bench/run.py operator " + " ".join(argv)).strip())
+    print(text)
+    if not args.no_docs:
+        write_section(HEADING, text)
+    return 0

@@ -169,3 +169,47 @@ def test_operator_rbac_is_least_privilege(k8s_cluster: K8sCluster, operator_api:
     denied = k8s_cluster.kubectl(f"--as={SA}", "delete", "node", "does-not-matter", check=False)
     assert denied.returncode != 0
     assert "forbidden" in denied.stderr.lower(), denied.stderr
+
+
+def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "upgrade"
+    apply(k8s, ns, etcd_cluster(name, version="3.5.35"))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    before = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    first = sorted(before)[0]
+    assert etcdctl(k8s, ns, first, "put", "upgrade/key", "kept").strip() == "OK"
+
+    k8s.kubectl(
+        "-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"version":"3.6.16"}}'
+    )
+
+    def rolled() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        st = o.get("status", {})
+        done = (
+            st.get("currentVersion") == "3.6.16"
+            and st.get("readyMembers") == 3
+            and condition(o, "Available").get("status") == "True"
+            and condition(o, "Progressing").get("status") == "False"
+        )
+        return o if done else {}
+
+    obj = k8s.wait_for(rolled, timeout=600, interval=3, what="rolled to 3.6.16")
+    images = {p["spec"]["containers"][0]["image"] for p in pods(k8s, ns, name)}
+    assert images == {"gcr.io/etcd-development/etcd:v3.6.16"}
+    assert {m["name"]: m["id"] for m in obj["status"]["members"]} == before, "same identities"
+    assert {m["version"] for m in obj["status"]["members"]} == {"3.6.16"}
+    got = etcdctl(k8s, ns, first, "get", "upgrade/key", "--print-value-only")
+    assert got.strip() == "kept"
+
+    upgraded = events(k8s, ns, "MemberUpgraded")
+    assert len(upgraded) == 3, [e["message"] for e in upgraded]
+    # The roll named the leader of its start last, and handed leadership away before restarting it.
+    started = events(k8s, ns, "UpgradeStarted")
+    assert len(started) == 1, [e["message"] for e in started]
+    roll = started[0]["message"].removeprefix("Rolling ").split(" to etcd ")[0].split(", ")
+    assert sorted(roll) == sorted(before), roll
+    moved = events(k8s, ns, "LeaderMoved")
+    assert [e["message"].split()[3] for e in moved] == [roll[-1]], [e["message"] for e in moved]

@@ -171,8 +171,11 @@ class EtcdCluster:
         *,
         pki: Pki | None = None,
         persistent: bool = False,
+        extra_flags: Sequence[str] = (),
     ) -> None:
         self.bin_dir = bin_dir
+        # Appended to every member's command line, e.g. --quota-backend-bytes for NOSPACE tests.
+        self.extra_flags = list(extra_flags)
         self.version = bin_dir.name
         self.workdir = workdir
         self.pki = pki
@@ -278,7 +281,7 @@ class EtcdCluster:
                 f"--peer-trusted-ca-file={p.ca_cert}",
                 "--peer-client-cert-auth",
             ]
-        return flags
+        return flags + self.extra_flags
 
     def _spawn(self, m: Member, flags: list[str]) -> None:
         if m.running:
@@ -545,10 +548,12 @@ class EtcdClusterFactory:
         tls: bool = False,
         auth: bool = False,
         timeout: float = 60,
+        extra_flags: Sequence[str] = (),
     ) -> EtcdCluster:
         bin_dir = etcd_bin_dir(version)
         workdir = self._workdir()
-        cluster = EtcdCluster(bin_dir, workdir, pki=make_pki(workdir / "pki") if tls else None)
+        pki = make_pki(workdir / "pki") if tls else None
+        cluster = EtcdCluster(bin_dir, workdir, pki=pki, extra_flags=extra_flags)
         self.clusters.append(cluster)
         cluster.bootstrap(size, timeout)
         if auth:
@@ -608,7 +613,7 @@ class EtcdClusterFactory:
 @pytest.fixture
 def etcd_cluster_factory(tmp_path: Path) -> Iterator[EtcdClusterFactory]:
     """Call it to get a running EtcdCluster: factory(version="3.5", size=3, tls=False,
-    auth=False). Every cluster made is killed when the test ends."""
+    auth=False, extra_flags=()). Every cluster made is killed when the test ends."""
     factory = EtcdClusterFactory(tmp_path / "etcd")
     try:
         yield factory

@@ -141,13 +141,6 @@ def test_move_leader(etcd_cluster_factory, version):
     assert defrag["failed"] and "is unhealthy" in defrag["msg"], defrag
 
 
-class QuotaCluster(EtcdCluster):
-    """The fixture's cluster with a tiny backend quota, so NOSPACE is reached in seconds."""
-
-    def _flags(self, m) -> list[str]:
-        return [*super()._flags(m), f"--quota-backend-bytes={QUOTA}"]
-
-
 def raise_nospace(c) -> int:
     """Overwrite one key with 100 KB values until etcd refuses with NOSPACE; returns puts."""
     value = os.urandom(100_000)
@@ -164,7 +157,10 @@ def raise_nospace(c) -> int:
 
 @pytest.mark.parametrize("version", ["3.5", "3.6"])
 def test_nospace_alarm_disarmed_only_after_compact_and_defrag(tmp_path, version):
-    c = QuotaCluster(etcd_bin_dir(version), tmp_path / "quota")
+    # A tiny backend quota, so NOSPACE is reached in seconds.
+    c = EtcdCluster(
+        etcd_bin_dir(version), tmp_path / "quota", extra_flags=[f"--quota-backend-bytes={QUOTA}"]
+    )
     try:
         c.bootstrap(1)
         raise_nospace(c)

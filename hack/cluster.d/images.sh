@@ -78,7 +78,17 @@ ensure_etcd_images() {
 	done
 }
 
-# import_image TARBALL: for other tooling (e.g. the operator image); always re-imports.
+# import_image TARBALL: for other tooling (e.g. the operator image); always re-imports. A
+# content-key tag (REPO:key-*) replaces the older key tags of the same repository, so images of
+# earlier builds do not pile up in the node's containerd.
 import_image() {
-	_ctr images import "$1" >&2
+	local out name repo old
+	out="$(_ctr images import "$1")"
+	echo "$out" >&2
+	for name in $(echo "$out" | sed -n 's/^unpacking \([^ ]*:key-[^ ]*\) .*/\1/p'); do
+		repo="${name%:key-*}"
+		for old in $(_ctr images list -q | grep "^$repo:key-" | grep -vx "$name"); do
+			_ctr images remove "$old" >/dev/null && echo "removed the older image tag $old" >&2
+		done
+	done
 }

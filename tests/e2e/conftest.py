@@ -1,15 +1,22 @@
-"""Fixtures of the end-to-end suite: an operator process per test namespace."""
+"""Fixtures of the end-to-end suite: the operator deployed in the cluster from its image (as
+users run it), or with E2E_OPERATOR=process as a host process with its ServiceAccount's token
+(quicker to debug: its log is a file, the code is the working tree)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.e2e.helpers import Operator
+from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator, deploy
 from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import REPO, K8sCluster
+
+IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 
 
 @pytest.fixture(scope="session")
@@ -26,19 +33,38 @@ def operator_api(k8s_cluster: K8sCluster) -> None:
     )
 
 
+@pytest.fixture(scope="session")
+def operator_deployment(k8s_cluster: K8sCluster, operator_api: None) -> Iterator[str]:
+    """config/default with the image built and imported; scaled to 0 at the end of the session
+    so nothing keeps acting on the machine (make demo scales it up again)."""
+    key = deploy(k8s_cluster)
+    yield key
+    k8s_cluster.kubectl(
+        "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0", check=False
+    )
+
+
 @pytest.fixture
 def operator(
-    k8s_cluster: K8sCluster, k8s_namespace: str, tmp_path: Path, operator_api: None
-) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path)
+    request: pytest.FixtureRequest, k8s_cluster: K8sCluster, k8s_namespace: str, tmp_path: Path
+) -> Iterator[Operator]:
+    op: Operator
+    if IN_CLUSTER:
+        request.getfixturevalue("operator_deployment")
+        op = InClusterOperator(k8s_cluster)
+    else:
+        request.getfixturevalue("operator_api")
+        op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path)
     op.start()
     op.wait_running()
     try:
         yield op
     finally:
         # Deleted while an operator runs, so the finalizer is honoured and the namespace can go.
-        if op.proc is None:
+        if isinstance(op, OperatorProcess) and op.proc is None:
             op.start(apply=False)
+        if isinstance(op, InClusterOperator):
+            op.wait_running()
         k8s_cluster.kubectl(
             "-n", k8s_namespace, "delete", "etcd", "--all", "--timeout=120s", check=False
         )

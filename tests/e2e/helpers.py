@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.e2e.operator_incluster import InClusterOperator
+from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import K8sCluster
+
+# The e2e tests drive either; both have start, kill, stop, wait_running and log_tail.
+Operator = InClusterOperator | OperatorProcess
 
 TLS_ARGS = [
     "--cacert=/etc/etcd/tls/server/ca.crt",

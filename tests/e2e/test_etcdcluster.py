@@ -1,5 +1,6 @@
 """The operator end to end on the local Kubernetes: a real API server, real etcd Pods, the
-operator as a host process with its ServiceAccount's rights, the runbooks run by ansible-runner."""
+operator deployed from config/default with its image (see conftest.py), the runbooks run by
+ansible-runner inside it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.helpers import (
+    Operator,
     apply,
     condition,
     etcd_cluster,
@@ -19,7 +21,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import K8sCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -28,9 +29,7 @@ AVAILABLE_WITHIN = 300  # seconds for a new 3-member cluster (seed + 2 learners 
 SA = "system:serviceaccount:etcd-operator-system:etcd-runbook-operator"
 
 
-def test_cluster_lifecycle(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
-) -> None:
+def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "lifecycle"
     started = time.monotonic()
     apply(k8s, ns, etcd_cluster(name))
@@ -118,7 +117,7 @@ def test_cluster_lifecycle(
 
 
 def test_operator_killed_during_bootstrap(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "restart"
     apply(k8s, ns, etcd_cluster(name))
@@ -172,7 +171,7 @@ def test_operator_rbac_is_least_privilege(k8s_cluster: K8sCluster, operator_api:
 
 
 def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: OperatorProcess
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "upgrade"
     apply(k8s, ns, etcd_cluster(name, version="3.5.35"))

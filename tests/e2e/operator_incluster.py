@@ -1,0 +1,134 @@
+"""The operator in the cluster, as users deploy it: config/default's Deployment running the image
+hack/build-operator-image builds and imports into the node's containerd.
+
+The node is this machine, so a crash is made the way a node sees one: SIGKILL of the
+container's init process (the operator) from the host; the kubelet restarts the container and
+the playbook it was running dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.k8s_cluster import REPO, K8sCluster
+
+NAMESPACE = "etcd-operator-system"
+DEPLOYMENT = "etcd-runbook-operator"
+SELECTOR = "app.kubernetes.io/name=etcd-runbook-operator"
+ENTRY = b"/opt/etcd-runbook-operator/operator.py"
+BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
+
+
+def deploy(k8s: K8sCluster) -> str:
+    """Build (cached by content key) and import the image, apply config/default, roll the
+    Deployment onto the image; returns the image's key tag."""
+    build = subprocess.run(
+        [str(REPO / "hack" / "build-operator-image")],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    if build.returncode != 0:
+        raise AssertionError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
+    key = subprocess.run(
+        [str(REPO / "hack" / "build-operator-image"), "--print-key"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()[:16]
+    k8s.kubectl("apply", "-k", str(REPO / "config" / "default"))
+    k8s.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
+    )
+    # hack/run-operator-as-sa (the benchmarks) scales the Deployment to 0; a new annotation
+    # value rolls the Pod onto the image just imported under the same :dev tag.
+    k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
+    annotations = {"etcd.runbook.io/image": f"key-{key}"}
+    patch = json.dumps({"spec": {"template": {"metadata": {"annotations": annotations}}}})
+    k8s.kubectl("-n", NAMESPACE, "patch", "deployment", DEPLOYMENT, "--type=merge", "-p", patch)
+    k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "rollout",
+        "status",
+        f"deployment/{DEPLOYMENT}",
+        "--timeout=300s",
+        timeout=320,
+    )
+    return f"key-{key}"
+
+
+def _container_init_pids() -> list[int]:
+    """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if ENTRY not in (entry / "cmdline").read_bytes():
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+        if len(nspid) > 1 and nspid[-1] == "1":
+            found.append(int(entry.name))
+    return found
+
+
+class InClusterOperator:
+    """The same handle as OperatorProcess (start, kill, stop, log_tail, wait_running)."""
+
+    def __init__(self, cluster: K8sCluster) -> None:
+        self.cluster = cluster
+        self.kills = 0
+
+    def start(self, apply: bool = True) -> None:
+        # The Deployment restarts a killed container by itself; this only makes sure it runs.
+        self.cluster.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
+
+    def kill(self) -> None:
+        pids = _container_init_pids()
+        assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
+        os.kill(pids[0], signal.SIGKILL)
+        self.kills += 1
+
+    def stop(self) -> None:
+        """The Deployment stays for the next test: stopping is the session's business."""
+
+    def wait_running(self, seconds: float = 180) -> None:
+        self.cluster.kubectl(
+            "-n",
+            NAMESPACE,
+            "wait",
+            "--for=condition=Ready",
+            "pod",
+            "-l",
+            SELECTOR,
+            f"--timeout={int(seconds)}s",
+            timeout=seconds + 20,
+        )
+
+    def log_tail(self, lines: int = 60) -> str:
+        out = []
+        if self.kills:
+            prev = self.cluster.kubectl(
+                "-n",
+                NAMESPACE,
+                "logs",
+                f"deployment/{DEPLOYMENT}",
+                "--previous",
+                f"--tail={lines}",
+                check=False,
+            )
+            out.append(f"--- before the kill ---\n{prev.stdout}{prev.stderr}")
+        cur = self.cluster.kubectl(
+            "-n", NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", f"--tail={lines}", check=False
+        )
+        out.append(f"{cur.stdout}{cur.stderr}")
+        return "\n".join(out)

@@ -76,10 +76,20 @@ class _EventCollector:
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
             "ignore_errors"
         ):
-            res = data.get("res") or {}
             self.failed_task = data.get("task")
-            self.failed_msg = str(res.get("msg") or res.get("stderr") or "task failed")
+            self.failed_msg = _failure_message(data.get("res") or {})
         return True
+
+
+def _failure_message(res: dict[str, Any]) -> str:
+    """A looped task only says "One or more items failed": name the first failed item's cause."""
+    msg = str(res.get("msg") or res.get("stderr") or "task failed")
+    for item in res.get("results") or []:
+        if isinstance(item, dict) and item.get("failed"):
+            label = item.get("item")
+            cause = str(item.get("msg") or item.get("stderr") or "failed")
+            return f"{msg}; item {label!r}: {cause}" if label is not None else f"{msg}: {cause}"
+    return msg
 
 
 class PlaybookRunner:

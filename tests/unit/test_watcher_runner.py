@@ -68,6 +68,13 @@ def test_failure_reports_the_failed_task_and_role_conditions(tmp_path):
     assert res.stats["operator_conditions"]["Degraded"]["reason"] == "UnsafeChange"
 
 
+def test_a_looped_failure_names_the_failed_item_and_its_cause(tmp_path):
+    _, res = run(tmp_path, "fail_loop.yml")
+    assert not res.ok
+    assert res.failed_task == "Patch each member"
+    assert res.failed_msg == "One or more items failed; item 'm-1': pods \"m-1\" is forbidden"
+
+
 def test_rotation_keeps_the_newest(tmp_path):
     for name in ["20260101T000000.000001Z-0", "20260101T000000.000002Z-1", "20260102T000000.0Z-2"]:
         (tmp_path / name).mkdir()

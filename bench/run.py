@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 # name -> module (under bench/) with a main(argv) -> int.
 BENCHMARKS = {
     "snapshot": "bench.snapshot",
-    "operator": "bench.operator",
+    "operator": "bench.operator_latency",
 }
 
 

@@ -56,6 +56,22 @@ def test_importing_the_file_by_mistake_still_gives_the_stdlib():
     assert str(REPO / "operator.py") not in proc.stdout and "itemgetter" in proc.stdout
 
 
+def test_no_script_directory_holds_a_module_named_after_the_stdlib():
+    # A script run as `python dir/x.py` puts dir/ first on sys.path: a dir/operator.py (or
+    # any other stdlib name) there breaks `import enum` and everything after it.
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    shadows = [
+        path
+        for path in tracked
+        if "/" in path
+        and Path(path).stem in sys.stdlib_module_names
+        and Path(path).stem != "__init__"
+    ]
+    assert shadows == [], f"rename these, they shadow the standard library: {shadows}"
+
+
 def test_unknown_watches_key_is_a_startup_error(tmp_path):
     (tmp_path / "pb.yml").write_text("[]\n")
     watches = tmp_path / "watches.yaml"

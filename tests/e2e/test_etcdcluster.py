@@ -26,6 +26,9 @@ from tests.k8s_cluster import K8sCluster
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 AVAILABLE_WITHIN = 300  # seconds for a new 3-member cluster (seed + 2 learners promoted)
+# Seconds from deleting a member Pod to its replacement: well below the 60 s resync, because the
+# Pod watch starts a reconcile (or preempts the run in flight) at once.
+HEAL_WITHIN = 20
 SA = "system:serviceaccount:etcd-operator-system:etcd-runbook-operator"
 
 
@@ -69,10 +72,9 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
             for p in pods(k8s, ns, name)
         )
 
-    k8s.wait_for(recreated, timeout=60, interval=0.5, what=f"{victim} re-created")
+    k8s.wait_for(recreated, timeout=HEAL_WITHIN, interval=0.5, what=f"{victim} re-created")
     noticed = time.monotonic() - deleted_at
     print(f"member Pod re-created {noticed:.1f}s after deletion")
-    assert noticed < 60
     # The status may still say Available from before the deletion: wait for the new Pod itself.
     k8s.kubectl(
         "-n", ns, "wait", "--for=condition=Ready", f"pod/{victim}", "--timeout=180s", timeout=200

@@ -387,7 +387,8 @@ Command: `{command}` (run from the repository root; `make bench` runs every benc
 The operator runs as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`),
 watching one namespace of the local Kubernetes (`hack/cluster`), resync period
 {report["resync"]} s, fullRunInterval {report["full_run_interval"]} (so the skip rule
-answers every resync of an unchanged cluster); the EtcdClusters have 1 member (etcd 3.6, TLS on) unless scaled.
+answers every resync of an unchanged cluster); the EtcdClusters have 1 member (etcd 3.6,
+TLS on) unless scaled.
 Machine: 2 cores, load average at the end {report["load"]:.1f}. Medians of the trials, each
 trial listed.
 

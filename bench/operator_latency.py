@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/run.py operator [--trials 3] [--clusters 10] [--window 60]
 
-Brings the local cluster up (hack/cluster up), installs the CRD and RBAC, and runs operator.py
-as a host process with its ServiceAccount's token (as the e2e suite does), watching one fresh
-namespace, with a resync period of --resync seconds. Then, in one run:
+Brings the local cluster up (hack/cluster up) and runs operator.py as a host process with its
+ServiceAccount's token through hack/run-operator-as-sa (which installs the CRD and RBAC),
+watching one fresh namespace, with a resync period of --resync seconds. Then, in one run:
 
 1. create -> first Pod: an EtcdCluster of size 1 is created (the clock starts before the POST);
    the time until its first Pod exists, and until it is Available. --trials times.
@@ -35,16 +35,14 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bench.docs_section import write_section
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: latency, resync CPU, memory"
 GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
-T = TypeVar("T")
 
 sys.path.insert(0, str(REPO))
 from etcd_runbook_operator.kube import Kube  # noqa: E402
@@ -64,18 +62,6 @@ def cluster_up() -> K8sCluster:
     return K8sCluster(kubeconfig=Path(up.stdout.strip()), bin_dir=Path(bin_dir))
 
 
-def install_api(k8s: K8sCluster) -> None:
-    """config/default without the Deployment, as the e2e suite installs it."""
-    import yaml
-
-    rendered = k8s.kubectl("kustomize", str(REPO / "config" / "default")).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] != "Deployment"]
-    k8s.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
-    k8s.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
-    )
-
-
 def bench_watches(workdir: Path, full_run_interval: str) -> Path:
     """watches.yaml with absolute playbook paths and the skip rule's bound set explicitly: its
     default (10 x the resync period) would put full runs inside the no-op window."""
@@ -92,19 +78,7 @@ def bench_watches(workdir: Path, full_run_interval: str) -> Path:
     return path
 
 
-def wait_for(cond: Callable[[], T], timeout: float, interval: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value: T | None
-        try:
-            value = cond()
-        except Exception:  # an API hiccup counts as "not yet"
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+wait_for = K8sCluster.wait_for
 
 
 class Bench:
@@ -257,7 +231,6 @@ def fmt(values: list[float], digits: int = 1) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
-    install_api(k8s)
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     k8s.kubectl("create", "namespace", ns)
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))

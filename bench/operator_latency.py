@@ -81,6 +81,15 @@ def bench_watches(workdir: Path, full_run_interval: str) -> Path:
 wait_for = K8sCluster.wait_for
 
 
+def one_member_cluster(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name},
+        "spec": {"size": 1, "storage": {"size": "64Mi"}},
+    }
+
+
 class Bench:
     def __init__(self, k8s: K8sCluster, ns: str, op: OperatorProcess) -> None:
         self.k8s = k8s
@@ -150,14 +159,8 @@ class Bench:
 
     # --- actions -----------------------------------------------------------------------------
     def create(self, name: str) -> dict[str, float]:
-        body = {
-            "apiVersion": "etcd.runbook.io/v1alpha1",
-            "kind": "EtcdCluster",
-            "metadata": {"name": name},
-            "spec": {"size": 1, "storage": {"size": "64Mi"}},
-        }
         started = time.monotonic()
-        self.kube.create(self.etcd_path(), body)
+        self.kube.create(self.etcd_path(), one_member_cluster(name))
         wait_for(lambda: self.dependents("pods", name), 300, 0.1, f"{name}'s first Pod")
         first_pod = time.monotonic() - started
         wait_for(lambda: self.available(name, 1), 600, 0.5, f"{name} Available")
@@ -279,15 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         extra_names = [f"mem-{i}" for i in range(max(0, args.clusters - len(names)))]
         started = time.monotonic()
         for name in extra_names:
-            bench.kube.create(
-                bench.etcd_path(),
-                {
-                    "apiVersion": "etcd.runbook.io/v1alpha1",
-                    "kind": "EtcdCluster",
-                    "metadata": {"name": name},
-                    "spec": {"size": 1, "storage": {"size": "64Mi"}},
-                },
-            )
+            bench.kube.create(bench.etcd_path(), one_member_cluster(name))
         wait_for(
             lambda: all(bench.available(n, 1) for n in extra_names),
             1800,

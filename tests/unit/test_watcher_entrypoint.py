@@ -62,13 +62,7 @@ def test_no_script_directory_holds_a_module_named_after_the_stdlib():
     tracked = subprocess.run(
         ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
-    shadows = [
-        path
-        for path in tracked
-        if "/" in path
-        and Path(path).stem in sys.stdlib_module_names
-        and Path(path).stem != "__init__"
-    ]
+    shadows = [p for p in tracked if "/" in p and Path(p).stem in sys.stdlib_module_names]
     assert shadows == [], f"rename these, they shadow the standard library: {shadows}"
 
 

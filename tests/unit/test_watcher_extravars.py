@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from etcd_runbook_operator.config import Target, Watch
-from etcd_runbook_operator.extravars import build_extravars, snake_keys, to_snake
+from etcd_runbook_operator.extravars import build_extravars, mark_unsafe, snake_keys, to_snake
 
 
 @pytest.mark.parametrize(
@@ -47,17 +47,37 @@ OBJ = {
 }
 
 
-def test_extravars_shape():
+def u(text: str) -> dict[str, str]:
+    return {"__ansible_unsafe": text}
+
+
+def test_extravars_shape_with_every_string_of_the_object_marked_unsafe():
     ev = build_extravars(watch(), OBJ, Target(playbook=Path("/x.yml")))
-    assert ev["ansible_operator_meta"] == {"name": "demo", "namespace": "prod"}
-    assert ev["size"] == 3 and ev["storage_size"] == "1Gi"
-    assert ev["_etcd_runbook_io_etcdcluster"] == OBJ
+    assert ev["ansible_operator_meta"] == {"name": u("demo"), "namespace": u("prod")}
+    assert ev["size"] == 3 and ev["storage_size"] == u("1Gi")
+    assert ev["_etcd_runbook_io_etcdcluster"] == mark_unsafe(OBJ)
+    assert ev["_etcd_runbook_io_etcdcluster"]["metadata"]["name"] == u("demo")
+
+
+@pytest.mark.parametrize(
+    "value, marked",
+    [
+        ("{{ x }}", u("{{ x }}")),
+        (3, 3),
+        (True, True),
+        (None, None),
+        ({"k{{": ["a", 1]}, {"k{{": [u("a"), 1]}),
+        ([[{"a": "b"}]], [[{"a": u("b")}]]),
+    ],
+)
+def test_mark_unsafe(value, marked):
+    assert mark_unsafe(value) == marked
 
 
 def test_finalizer_vars_added_and_fresh_each_time():
     target = Target(playbook=Path("/x.yml"), vars={"state": "absent"})
     first = build_extravars(watch(), OBJ, target)
-    assert first["state"] == "absent"
+    assert first["state"] == "absent"  # the operator's own vars are not marked
     first["size"] = 99
     assert build_extravars(watch(), OBJ, target)["size"] == 3
 

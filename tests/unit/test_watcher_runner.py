@@ -1,5 +1,6 @@
 """The ansible-runner wrapper with REAL ansible-runner runs of tiny playbooks."""
 
+import json
 import logging
 import os
 import signal
@@ -226,3 +227,48 @@ def test_untagged_wait_runs_to_its_end_before_stopping(tmp_path):
     assert out["res"].status == "stopped"
     assert out["res"].duration >= 4, "a wait without the tag was cut short"
     assert not (markers / "after-wait").exists()
+
+
+# Strings as an attacker would write them into a custom resource: each must reach the run
+# byte for byte, never evaluated (a lookup would run a command in the operator's process).
+HOSTILE = [
+    "{{ lookup('ansible.builtin.pipe', 'touch /tmp/ero-pwned') }}",
+    "{{ 'a' ~ 'b' }}",
+    "{{ 7 * 6 }}",
+    "{% for x in range(3) %}{{ x }}{% endfor %}",
+    "{# comment #}",
+    '\'"\\n{{',
+    "ünïcode {{ none }}",
+]
+
+
+def test_object_strings_arrive_in_the_run_as_data(tmp_path):
+    watch = widget_watch("echo.yml", echo_out=str(tmp_path / "out.json"))
+    obj = {
+        "apiVersion": "test.runbook.io/v1",
+        "kind": "Widget",
+        "metadata": {
+            "name": "w",
+            "namespace": "ns",
+            "annotations": {"x/a": HOSTILE[0], "x/b": HOSTILE[1]},
+        },
+        "spec": {"colorName": HOSTILE[2], "labels": {"k": HOSTILE[3], "l": HOSTILE[4:]}},
+    }
+    marker = Path("/tmp/ero-pwned")
+    marker.unlink(missing_ok=True)
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    res = runner.run(
+        watch.target,
+        build_extravars(watch, obj, watch.target),
+        tmp_path / "artifacts" / "widget" / "ns" / "w",
+        3,
+        60.0,
+    )
+    assert res.ok, res
+    assert not marker.exists(), "a lookup in an annotation ran a command"
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["object"] == obj
+    assert out["color"] == HOSTILE[2]
+    assert out["labels"] == {"k": HOSTILE[3], "l": HOSTILE[4:]}
+    assert out["annotation"] == HOSTILE[0]
+    assert out["meta"] == {"name": "w", "namespace": "ns"}

@@ -237,7 +237,7 @@ HOSTILE = [
     "{{ 7 * 6 }}",
     "{% for x in range(3) %}{{ x }}{% endfor %}",
     "{# comment #}",
-    '\'"\\n{{',
+    "'\"\\n{{",
     "ünïcode {{ none }}",
 ]
 

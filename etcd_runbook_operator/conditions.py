@@ -4,7 +4,10 @@ Rules: a condition's lastTransitionTime changes only when its status changes; be
 status changes only when the spec changed (generation != observedGeneration), and then only
 Progressing is set; a run's set_stats `operator_status` / `operator_conditions` are merged after
 it; a failure without a role-provided Degraded condition gives Degraded=True/RunbookFailed with
-the failed task's message.
+the failed task's message, and without a role-provided Available condition Available=Unknown:
+a run that failed before it could look says nothing about availability, and the last value
+may be a lie by now. Messages are cut to MESSAGE_LIMIT characters: a condition names a cause,
+it does not carry whole objects.
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ import copy
 from typing import Any
 
 CONDITION_TYPES = ("Available", "Progressing", "Degraded")
+MESSAGE_LIMIT = 512
+
+
+def short(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """At most `limit` characters, with an ellipsis when cut."""
+    return message if len(message) <= limit else message[: limit - 1] + "\u2026"
 
 
 def _status_str(value: Any) -> str:
@@ -37,7 +46,7 @@ def set_condition(
         "type": type_,
         "status": _status_str(value),
         "reason": reason or "Unspecified",
-        "message": message or "",
+        "message": short(message or ""),
     }
     if generation is not None:
         new["observedGeneration"] = generation
@@ -109,7 +118,18 @@ def after_run(
         for type_, (value, reason, message) in defaults.items():
             if type_ not in given:
                 set_condition(status, type_, value, reason, message, generation, now)
-    elif "Degraded" not in given:
-        set_condition(status, "Degraded", True, "RunbookFailed", failure, generation, now)
+    else:
+        if "Degraded" not in given:
+            set_condition(status, "Degraded", True, "RunbookFailed", failure, generation, now)
+        if "Available" not in given:
+            set_condition(
+                status,
+                "Available",
+                "Unknown",
+                "RunbookFailed",
+                "The last run failed before it could tell: " + failure,
+                generation,
+                now,
+            )
     status["observedGeneration"] = generation
     return status

@@ -22,7 +22,7 @@ from . import conditions
 from .config import Target, Watch
 from .events import EventRecorder
 from .extravars import build_extravars
-from .fingerprint import SkipTracker, fingerprint
+from .fingerprint import SkipTracker, fingerprint, urgent_fingerprint
 from .informer import Informer, ObjKey, obj_key
 from .kube import PODS, PVCS, ApiException, Kube, Resource
 from .metrics import Metrics
@@ -246,10 +246,15 @@ class Controller:
             if added is None:
                 return
             obj = added
-        fp = fingerprint(obj, self.dependents_of(key), self.watch.fingerprint_annotations)
-        if self.skips.should_skip(key, fp):
+        dependents = self.dependents_of(key)
+        fp = fingerprint(obj, dependents, self.watch.fingerprint_annotations)
+        urgent = urgent_fingerprint(obj, dependents, self.watch.fingerprint_annotations)
+        if self.skips.should_skip(key, fp, urgent):
             log.debug(
-                "%s %s/%s: nothing changed, playbook skipped", self.watch.kind, namespace, name
+                "%s %s/%s: nothing changed (or backing off after a failure), playbook skipped",
+                self.watch.kind,
+                namespace,
+                name,
             )
             self.metrics.reconcile_skipped.labels(self.watch.kind).inc()
             self.metrics.reconcile_total.labels(self.watch.kind, "skipped").inc()
@@ -284,8 +289,7 @@ class Controller:
             self.skips.record_success(key, fp)
             self.queue.forget(key)
         else:
-            self.skips.forget(key)
-            self.queue.add_rate_limited(key)
+            self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
 
     def _finalize(self, key: ObjKey, obj: dict[str, Any], fin_name: str, target: Target) -> None:
         namespace, name = key

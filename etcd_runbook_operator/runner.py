@@ -82,11 +82,14 @@ class _EventCollector:
 
 
 def _failure_message(res: dict[str, Any]) -> str:
-    """A looped task only says "One or more items failed": name the first failed item's cause."""
+    """A looped task only says "One or more items failed": name the first failed item's cause,
+    by its loop label (the item itself may be a whole Kubernetes object)."""
     msg = str(res.get("msg") or res.get("stderr") or "task failed")
     for item in res.get("results") or []:
         if isinstance(item, dict) and item.get("failed"):
-            label = item.get("item")
+            label = item.get("_ansible_item_label", item.get("item"))
+            if isinstance(label, dict):
+                label = (label.get("metadata") or {}).get("name")
             cause = str(item.get("msg") or item.get("stderr") or "failed")
             return f"{msg}; item {label!r}: {cause}" if label is not None else f"{msg}: {cause}"
     return msg

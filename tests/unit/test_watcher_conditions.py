@@ -1,4 +1,4 @@
-from etcd_runbook_operator.conditions import after_run, before_run, get_condition
+from etcd_runbook_operator.conditions import MESSAGE_LIMIT, after_run, before_run, get_condition
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 
@@ -31,7 +31,25 @@ def test_success_defaults_and_last_transition_time_only_on_change():
     assert degraded["status"] == "True" and degraded["reason"] == "RunbookFailed"
     assert degraded["message"] == "task 'x' failed: boom"
     assert degraded["lastTransitionTime"] == T2
-    assert get_condition(s3, "Available")["lastTransitionTime"] == T0
+    available = get_condition(s3, "Available")
+    assert (available["status"], available["reason"]) == ("Unknown", "RunbookFailed"), (
+        "a failed run must not leave Available at its old value"
+    )
+    assert available["lastTransitionTime"] == T2
+    assert "boom" in available["message"]
+
+
+def test_role_available_on_a_failed_run_is_kept():
+    stats = {"operator_conditions": {"Available": {"status": "False", "reason": "QuorumLost"}}}
+    s = after_run(after_run(None, 1, True, {}, "", T0), 1, False, stats, "task failed", T1)
+    available = get_condition(s, "Available")
+    assert (available["status"], available["reason"]) == ("False", "QuorumLost")
+
+
+def test_messages_are_bounded():
+    s = after_run(None, 1, False, {}, "x" * 10_000, T0)
+    message = get_condition(s, "Degraded")["message"]
+    assert len(message) == MESSAGE_LIMIT and message.endswith("\u2026")
 
 
 def test_role_status_and_conditions_are_merged():
@@ -61,4 +79,5 @@ def test_failure_with_role_degraded_keeps_the_role_reason():
     }
     s = after_run(None, 1, False, stats, "task failed", T0)
     assert get_condition(s, "Degraded")["reason"] == "UnsafeScaleDown"
-    assert get_condition(s, "Available") is None, "a failure does not invent availability"
+    available = get_condition(s, "Available")
+    assert available["status"] == "Unknown", "a failure does not invent availability"

@@ -77,9 +77,10 @@ def test_first_sight_adds_finalizer_before_running(tmp_path):
     assert kube.objects[PATH]["metadata"]["finalizers"] == ["test.runbook.io/finalizer"]
     assert len(runner.runs) == 1
     ev = runner.runs[0]["extravars"]
-    assert ev["color_name"] == "blue" and ev["ansible_operator_meta"] == {
-        "name": "w1",
-        "namespace": "ns",
+    assert ev["color_name"] == {"__ansible_unsafe": "blue"}
+    assert ev["ansible_operator_meta"] == {
+        "name": {"__ansible_unsafe": "w1"},
+        "namespace": {"__ansible_unsafe": "ns"},
     }
     assert "state" not in ev
 
@@ -138,7 +139,10 @@ def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):
     assert (d["status"], d["reason"]) == ("True", "RunbookFailed")
     assert "create cm" in d["message"] and "forbidden" in d["message"]
     assert ctl.queue.failures(KEY) == 1
-    ctl.reconcile(KEY)  # not skipped after a failure
+    ctl.reconcile(KEY)  # the status write's own event: backing off, skipped
+    assert len(runner.runs) == 1
+    ctl.skips.clock = lambda: 1e12  # the retry time has come
+    ctl.reconcile(KEY)
     assert len(runner.runs) == 2
     warnings = [o for p, o in kube.objects.items() if "/events/" in p]
     assert len(warnings) == 1 and warnings[0]["count"] == 2, "identical events aggregate"
@@ -290,3 +294,51 @@ def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     ctl._on_pod("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
     assert runner.stop_requests == []
     assert ctl.queue.get(0) == KEY
+
+
+def ready_pod(name, uid, ready="True", **meta):
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid,
+            "resourceVersion": "1",
+            "labels": {"etcd.runbook.io/cluster": "w1"},
+            **meta,
+        },
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def test_a_failing_object_backs_off_exponentially_but_not_from_urgent_changes(tmp_path):
+    kube, runner, ctl, _ = make(tmp_path, [result(False, task="t", msg="m")] * 6)
+    now = [0.0]
+    ctl.skips.clock = lambda: now[0]
+    cache = ctl.dependents[0]._cache
+    cache[("ns", "w1-0")] = ready_pod("w1-0", "p0")
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    # Churn of a failing object (its own status writes, a restart counter, a Pod's resourceVersion)
+    # waits for the retry time.
+    cache[("ns", "w1-0")]["metadata"]["resourceVersion"] = "2"
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    # Urgent: a member Pod turns NotReady, a Pod disappears, the spec changes.
+    cache[("ns", "w1-0")]["status"]["conditions"][0]["status"] = "False"
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+    del cache[("ns", "w1-0")]
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3
+    kube.objects[PATH]["spec"]["colorName"] = "green"
+    kube.objects[PATH]["metadata"]["generation"] = 2
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 4
+    # The delays double with each failure.
+    assert ctl.queue.failures(KEY) == 4
+    now[0] = 7.9  # the fourth failure backs off 1 * 2**3 = 8 s
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 4
+    now[0] = 8.0
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 5

@@ -7,10 +7,12 @@ DOCUMENTATION = r"""
 module: etcd_cluster_info
 short_description: Members, per-member health, leader, quorum and alarms of an etcd cluster
 description:
-  - Reads the member list through the first endpoint that answers, then asks every member
-    for its status - through a given endpoint that answered as that member, else through
-    the client URLs the member advertises - so the health of all members is known even
-    when only one endpoint is given.
+  - Asks every endpoint for its own member list (a view), takes the list most of them report
+    (of O(cluster_id) when given), then asks every member for its status - through a given
+    endpoint that answered as that member, else through the client URLs the member
+    advertises - so the health of all members is known even when only one endpoint is given.
+  - An endpoint that answers for another cluster ID is never trusted; its view is returned
+    so the caller can fence it.
   - A member that does not answer is reported unhealthy (with the reason in its C(errors)),
     which is not a failure of the module; the module fails only when no endpoint answers the
     member list.
@@ -96,6 +98,9 @@ status:
     member_id:
       description: ID of the member that answered.
       type: str
+    cluster_id:
+      description: Cluster ID the member that answered belongs to.
+      type: str
     version:
       description: etcd server version.
       type: str
@@ -122,6 +127,35 @@ status:
       type: bool
     errors:
       description: Errors the member reports, or why it did not answer.
+      type: list
+      elements: str
+views:
+  description:
+    - Each endpoint's own answer to the member list, to judge whether members agree.
+    - Linearizable where the member could reach the leader, else from its local state
+      (etcd 3.4 always answers from local state).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    endpoint:
+      description: The URL asked.
+      type: str
+    member_id:
+      description: ID of the member that answered; null when it did not.
+      type: str
+    cluster_id:
+      description: Cluster ID it answered for; null when it did not answer.
+      type: str
+    member_ids:
+      description: The member IDs it listed, sorted.
+      type: list
+      elements: str
+    linearizable:
+      description: Whether the answer went through the leader.
+      type: bool
+    errors:
+      description: Why it did not answer.
       type: list
       elements: str
 leader:
@@ -209,6 +243,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         "cluster_version": cluster_version,
         "members": members,
         "status": [s.as_dict() for s in health.statuses],
+        "views": [v.as_dict() for v in health.views],
         "leader": {"id": leader.id, "name": leader.name} if leader else None,
         "quorum": health.quorum(),
         "healthy": all(m["healthy"] for m in members),

@@ -29,6 +29,7 @@ from ansible.module_utils.etcd_common import (
     EndpointStatus,
     HashKV,
     Member,
+    MemberView,
     member_id_hex,
     parse_member_id,
     parse_url,
@@ -142,6 +143,7 @@ class EndpointClient:
             endpoint=self.url,
             healthy=not errors and response.leader != 0,
             member_id=member_id_hex(response.header.member_id),
+            cluster_id=member_id_hex(response.header.cluster_id),
             version=response.version,
             db_size=response.dbSize,
             db_size_in_use=response.dbSizeInUse,
@@ -246,6 +248,7 @@ class EtcdClient:
         self._token: str | None = None
         self._authenticated = False
         self._credentials_cache: grpc.ChannelCredentials | None = None
+        self._distrusted: set[str] = set()
 
     def __enter__(self) -> EtcdClient:
         return self
@@ -355,6 +358,13 @@ class EtcdClient:
         self._token = token
         self._authenticated = True
 
+    def distrust(self, urls: Sequence[str]) -> None:
+        """Never send a cluster-wide call through these URLs (members of another cluster)."""
+        self._distrusted.update(url.strip().rstrip("/") for url in urls)
+
+    def trusted(self, urls: Sequence[str]) -> list[str]:
+        return [url for url in urls if url.strip().rstrip("/") not in self._distrusted]
+
     def _on_cluster(
         self,
         operation: str,
@@ -363,9 +373,17 @@ class EtcdClient:
         mutation: bool = False,
         via: Sequence[str] | None = None,
     ) -> T:
-        """Run `fn` on the first endpoint (of `via`, default the given ones) that answers."""
+        """Run `fn` on the first trusted endpoint (of `via`, default the given ones) that
+        answers."""
         failures: list[EtcdModuleError] = []
-        for url in via or self.params.endpoints:
+        urls = self.trusted(via or self.params.endpoints)
+        if not urls:
+            raise EtcdUnreachableError(
+                f"{operation}: every endpoint belongs to another cluster than "
+                f"{self.params.cluster_id or 'the one most members report'}",
+                reason="ForeignCluster",
+            )
+        for url in urls:
             try:
                 return fn(self.endpoint(url))
             except (EtcdUnreachableError, EtcdTimeoutError) as error:
@@ -513,6 +531,57 @@ class EtcdClient:
     def cluster_version(self) -> str:
         """The version the cluster runs at (the lowest of its members', as etcd decides)."""
         return self._on_cluster("read version", lambda ep: ep.version().get("etcdcluster", ""))
+
+    def member_views(self, urls: Sequence[str]) -> list[MemberView]:
+        """Each URL's own member list, asked in parallel: linearizable (through the leader)
+        where the member can, else from its local state. An endpoint that answers neither
+        gives a view with only `errors`; only bad input or an auth failure raises."""
+        self._authenticate()
+        endpoints = [self.endpoint(url) for url in urls]
+
+        async def ask(endpoint: EndpointClient, linearizable: bool) -> MemberView:
+            async def run(services: _Services, deadline: float | None) -> MemberView:
+                response = await services.cluster.member_list(
+                    linearizable=linearizable, timeout=deadline, max_attempts=1
+                )
+                return MemberView(
+                    endpoint=endpoint.url,
+                    member_id=member_id_hex(response.header.member_id),
+                    cluster_id=member_id_hex(response.header.cluster_id),
+                    members=[_member(m) for m in response.members],
+                    linearizable=linearizable,
+                )
+
+            return await self._bounded(endpoint, run, self.params.timeout)
+
+        async def gather() -> list[tuple[MemberView | BaseException, MemberView | BaseException]]:
+            async def both(
+                endpoint: EndpointClient,
+            ) -> tuple[MemberView | BaseException, MemberView | BaseException]:
+                answers: tuple[MemberView | BaseException, MemberView | BaseException]
+                answers = await asyncio.gather(
+                    ask(endpoint, True), ask(endpoint, False), return_exceptions=True
+                )
+                return answers
+
+            return list(await asyncio.gather(*(both(ep) for ep in endpoints)))
+
+        views: list[MemberView] = []
+        for endpoint, (strict, local) in zip(endpoints, self._runner.run(gather()), strict=True):
+            view = strict if isinstance(strict, MemberView) else local
+            if isinstance(view, MemberView):
+                views.append(view)
+                continue
+            assert isinstance(strict, BaseException)
+            error = translate(
+                strict, endpoint=endpoint.url, operation="member list", timeout=self.params.timeout
+            )
+            if isinstance(error, EtcdInputError) or (
+                isinstance(error, EtcdAuthError) and error.reason != "InvalidToken"
+            ):
+                raise error from strict
+            views.append(MemberView(endpoint=endpoint.url, errors=[error.message]))
+        return views
 
     def statuses(self, urls: Sequence[str]) -> list[EndpointStatus]:
         """Status of each URL, queried in parallel. An endpoint that does not answer (or

@@ -27,6 +27,7 @@ def connection_argument_spec() -> dict[str, Any]:
         "user": {"type": "str"},
         "password": {"type": "str", "no_log": True},
         "timeout": {"type": "float", "default": DEFAULT_TIMEOUT},
+        "cluster_id": {"type": "str"},
     }
 
 
@@ -109,6 +110,7 @@ class ConnectionParams:
     user: str | None = None
     password: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    cluster_id: str | None = None
 
     @classmethod
     def from_module_params(cls, params: dict[str, Any]) -> ConnectionParams:
@@ -121,6 +123,7 @@ class ConnectionParams:
             user=params.get("user"),
             password=params.get("password"),
             timeout=float(params.get("timeout") or DEFAULT_TIMEOUT),
+            cluster_id=(params.get("cluster_id") or "").lower() or None,
         )
         connection.validate()
         return connection
@@ -142,6 +145,8 @@ class ConnectionParams:
             raise EtcdInputError("user and password must be given together")
         if self.timeout <= 0:
             raise EtcdInputError(f"timeout must be positive, got {self.timeout}")
+        if self.cluster_id is not None:
+            parse_member_id(self.cluster_id)
         for option in ("ca_cert", "client_cert", "client_key"):
             path = getattr(self, option)
             if path is not None:
@@ -176,6 +181,7 @@ class EndpointStatus:
     endpoint: str
     healthy: bool
     member_id: str | None = None
+    cluster_id: str | None = None
     version: str | None = None
     db_size: int | None = None
     db_size_in_use: int | None = None
@@ -188,6 +194,35 @@ class EndpointStatus:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """One endpoint's own answer to MemberList: which cluster and members it believes in.
+
+    `linearizable` is False when the member could only answer from its local state (no
+    quorum); etcd 3.4 always answers from local state, whatever was asked."""
+
+    endpoint: str
+    member_id: str | None = None
+    cluster_id: str | None = None
+    members: list[Member] = field(default_factory=list)
+    linearizable: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def member_ids(self) -> list[str]:
+        return sorted(m.id for m in self.members)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "endpoint": self.endpoint,
+            "member_id": self.member_id,
+            "cluster_id": self.cluster_id,
+            "member_ids": self.member_ids,
+            "linearizable": self.linearizable,
+            "errors": list(self.errors),
+        }
 
 
 @dataclass(frozen=True)

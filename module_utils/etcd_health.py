@@ -4,16 +4,24 @@ The given endpoints may be only some members (or port-forwards whose URLs differ
 advertised ones), so each member is looked up first among the given endpoints that answered
 as that member, then through its advertised client URLs. A member that does not answer is
 unhealthy; that is data, not an error, as long as the member list itself could be read.
+
+The member list is not taken on one endpoint's word: every endpoint is asked for its own
+(a "view"), and the list most of them report is the cluster's, among views of the expected
+cluster ID when one is given. Endpoints that answer for another cluster (a member that forked
+off, a stranger on a reused address) are distrusted: no call goes through them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import EndpointStatus, Member
+from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView
+from ansible.module_utils.etcd_errors import EtcdRefusedError, EtcdUnreachableError
 
 
 def quorum_of(voters: int) -> int:
@@ -27,6 +35,7 @@ class ClusterHealth:
     statuses: list[EndpointStatus]
     member_status: dict[str, EndpointStatus] = field(default_factory=dict)
     leader_id: str | None = None
+    views: list[MemberView] = field(default_factory=list)
 
     def member(self, member_id: str | None) -> Member | None:
         return next((m for m in self.members if m.id == member_id), None)
@@ -79,10 +88,58 @@ class ClusterHealth:
         return urls
 
 
+def choose_view(views: Sequence[MemberView], expected: str | None) -> MemberView | None:
+    """The view most endpoints share (of the expected cluster when given); linearizable
+    answers outrank answers from local state."""
+    answered = [v for v in views if v.cluster_id and (not expected or v.cluster_id == expected)]
+    if not answered:
+        return None
+    tally = Counter((v.cluster_id, tuple(v.member_ids)) for v in answered)
+    strict = Counter((v.cluster_id, tuple(v.member_ids)) for v in answered if v.linearizable)
+    best = max(tally, key=lambda key: (strict[key], tally[key]))
+    return max(
+        (v for v in answered if (v.cluster_id, tuple(v.member_ids)) == best),
+        key=lambda v: v.linearizable,
+    )
+
+
+def _views(client: EtcdClient) -> tuple[MemberView, list[MemberView]]:
+    """The chosen view and every view, members not among the given endpoints asked too."""
+    views = client.member_views(list(client.params.endpoints))
+    chosen = choose_view(views, client.params.cluster_id)
+    if chosen is not None:
+        heard = {v.member_id for v in views if v.cluster_id}
+        asked = {v.endpoint for v in views}
+        extra = [
+            url
+            for m in chosen.members
+            if m.id not in heard
+            for url in m.client_urls
+            if url.rstrip("/") not in asked
+        ]
+        if extra:
+            views += client.member_views(extra)
+            chosen = choose_view(views, client.params.cluster_id) or chosen
+    if chosen is None:
+        others = sorted({v.cluster_id for v in views if v.cluster_id})
+        if others:
+            raise EtcdRefusedError(
+                f"no endpoint answers for cluster {client.params.cluster_id}: the members that "
+                f"answered belong to cluster {', '.join(others)}"
+            )
+        reasons = "; ".join(e for v in views for e in v.errors)
+        raise EtcdUnreachableError(f"member list failed on every endpoint: {reasons}")
+    client.distrust(
+        [v.endpoint for v in views if v.cluster_id and v.cluster_id != chosen.cluster_id]
+    )
+    return chosen, views
+
+
 def cluster_health(client: EtcdClient) -> ClusterHealth:
     """Member list plus the status of every member (raises only if no endpoint answers)."""
-    cluster_id, members = client.cluster_members()
-    statuses = client.statuses(list(client.params.endpoints))
+    chosen, views = _views(client)
+    cluster_id, members = chosen.cluster_id or "", chosen.members
+    statuses = client.statuses(client.trusted(list(client.params.endpoints)))
     answered = {s.member_id for s in statuses if s.healthy}
     queried = {s.endpoint for s in statuses}
     extra = [
@@ -93,8 +150,21 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
         if url.rstrip("/") not in queried
     ]
     if extra:
-        statuses += client.statuses(extra)
-    health = ClusterHealth(cluster_id=cluster_id, members=members, statuses=statuses)
+        statuses += client.statuses(client.trusted(extra))
+    # A member of another cluster answering on a member's address is not that member.
+    foreign = [s for s in statuses if s.cluster_id and s.cluster_id != cluster_id]
+    client.distrust([s.endpoint for s in foreign])
+    statuses = [
+        dataclasses.replace(
+            s,
+            healthy=False,
+            errors=[*s.errors, f"answers for another cluster, {s.cluster_id}, not {cluster_id}"],
+        )
+        if s in foreign
+        else s
+        for s in statuses
+    ]
+    health = ClusterHealth(cluster_id=cluster_id, members=members, statuses=statuses, views=views)
     for status in statuses:
         if status.member_id is None:
             continue

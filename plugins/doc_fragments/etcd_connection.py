@@ -40,4 +40,12 @@ options:
       - Seconds to wait for each call to etcd.
     type: float
     default: 10.0
+  cluster_id:
+    description:
+      - The cluster ID (hex) the endpoints must belong to, as recorded when the cluster was
+        created.
+      - An endpoint that answers with another cluster ID (a member that forked off, or a
+        stranger on a reused address) is never used, and its word never counts.
+      - Unset, the cluster ID most members report is taken.
+    type: str
 """

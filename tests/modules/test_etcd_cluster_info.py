@@ -64,3 +64,68 @@ def test_learner_shows_up_as_learner(etcd_cluster_factory):
     assert r["quorum"] == {"voters": 1, "healthy_voters": 1, "needed": 1, "ok": True}
     statuses = {s["endpoint"]: s for s in r["status"]}
     assert statuses[m2.client_url]["is_learner"] is True
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.6"])
+def test_every_member_gives_its_own_view(etcd_cluster_factory, version):
+    c = etcd_cluster_factory(version=version, size=3)
+    r = run_module("etcd_cluster_info", c.module_args())
+    assert not r.get("failed"), r.get("msg")
+    ids = sorted(m["id"] for m in r["members"])
+    assert sorted(v["endpoint"] for v in r["views"]) == sorted(c.client_urls)
+    for view in r["views"]:
+        assert view["cluster_id"] == r["cluster_id"] and view["member_ids"] == ids, view
+        assert view["linearizable"] is True and view["errors"] == []
+    assert {v["member_id"] for v in r["views"]} == set(ids)
+    assert all(s["cluster_id"] == r["cluster_id"] for s in r["status"])
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.6"])
+def test_a_stranger_among_the_endpoints_is_never_trusted(etcd_cluster_factory, version):
+    """A one-member cluster of its own (a member that re-bootstrapped on an empty disk) given
+    first: the list most members report wins, and with cluster_id its word never counts."""
+    real = etcd_cluster_factory(version=version, size=3)
+    fork = etcd_cluster_factory(version=version, size=1)
+    real_id = f"{real.endpoint_status()[0]['Status']['header']['cluster_id']:x}"
+    fork_id = f"{fork.endpoint_status()[0]['Status']['header']['cluster_id']:x}"
+    endpoints = fork.client_urls + real.client_urls
+    for args in ({"endpoints": endpoints}, {"endpoints": endpoints, "cluster_id": real_id}):
+        r = run_module("etcd_cluster_info", args)
+        assert not r.get("failed"), r.get("msg")
+        assert r["cluster_id"] == real_id
+        assert sorted(m["name"] for m in r["members"]) == ["m1", "m2", "m3"]
+        assert r["quorum"]["ok"] and r["quorum"]["healthy_voters"] == 3
+        assert not [s for s in r["status"] if s["endpoint"] == fork.client_urls[0]], (
+            "a stranger is not asked for its status"
+        )
+        view = next(v for v in r["views"] if v["endpoint"] == fork.client_urls[0])
+        assert view["cluster_id"] == fork_id
+    # Told to expect the stranger's cluster, only the stranger counts; told an unknown one,
+    # nothing does and the module says so.
+    r = run_module("etcd_cluster_info", {"endpoints": endpoints, "cluster_id": fork_id})
+    assert r["cluster_id"] == fork_id and len(r["members"]) == 1
+    r = run_module("etcd_cluster_info", {"endpoints": endpoints, "cluster_id": "1234abcd"})
+    assert r.get("failed") and "belong to cluster" in r["msg"], r
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.6"])
+def test_quorum_lost_is_reported_from_the_survivors_local_view(etcd_cluster_factory, version):
+    c = etcd_cluster_factory(version=version, size=3)
+    survivor = c.members[0]
+    for m in c.members[1:]:
+        c.kill_member(m.name)
+    r = run_module("etcd_cluster_info", {**c.module_args(), "timeout": 3})
+    assert not r.get("failed"), r.get("msg")
+    # The survivor may still believe in its leader for an election timeout: 0 or 1 healthy.
+    assert r["quorum"]["healthy_voters"] <= 1
+    assert {k: r["quorum"][k] for k in ("voters", "needed", "ok")} == {
+        "voters": 3,
+        "needed": 2,
+        "ok": False,
+    }
+    assert len(r["members"]) == 3 and r["healthy"] is False
+    (view,) = [v for v in r["views"] if v["cluster_id"]]
+    assert view["endpoint"] == survivor.client_url and len(view["member_ids"]) == 3
+    assert all(v["errors"] for v in r["views"] if v is not view), "the dead were asked too"
+    # 3.5 and later serve a linearizable member list only with a leader; 3.4 never asks one.
+    assert view["linearizable"] is (version == "3.4")

@@ -1,0 +1,324 @@
+"""The Kubernetes objects of an etcd cluster, built as data from the plan (etcd_plan.py).
+
+Built in Python rather than rendered from YAML templates: a value a user wrote (an annotation,
+a Secret name, a toleration) is placed into the object as a value, so no quoting mistake can
+turn it into YAML structure, and the member Pod is checked by unit tests against the
+`restricted` Pod Security Standard (tests/unit/test_etcd_manifests.py).
+
+Every function takes the plan (`etcd_cluster_plan`'s result) and returns plain dicts for
+kubernetes.core.k8s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP = "etcd.runbook.io"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_MEMBER = f"{GROUP}/member"
+LABEL_VERSION = f"{GROUP}/version"
+LABEL_VOTER = f"{GROUP}/voter"
+ANN_POD_HASH = f"{GROUP}/pod-hash"
+ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
+ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
+ANN_VERSION = f"{GROUP}/version"
+
+# etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
+RUN_AS = 65532
+DATA_DIR = "/var/lib/etcd/data"
+
+
+def selector_labels(p: dict[str, Any]) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "etcd", LABEL_CLUSTER: p["name"]}
+
+
+def cluster_labels(p: dict[str, Any]) -> dict[str, str]:
+    return {
+        **selector_labels(p),
+        "app.kubernetes.io/instance": p["name"],
+        "app.kubernetes.io/managed-by": "etcd-runbook-operator",
+    }
+
+
+def owner_references(p: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "EtcdCluster",
+            "name": p["name"],
+            "uid": p["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def scheme(p: dict[str, Any]) -> str:
+    return "https" if p["spec"]["tls"] else "http"
+
+
+def member_fqdn(p: dict[str, Any], member: str) -> str:
+    return f"{member}.{p['name']}.{p['namespace']}.svc.{p['domain']}"
+
+
+def peer_url(p: dict[str, Any], member: str) -> str:
+    return f"{scheme(p)}://{member_fqdn(p, member)}:2380"
+
+
+def token(p: dict[str, Any]) -> str:
+    return f"{p['name']}-{(p['uid'] or 'local')[:8]}"
+
+
+def _affinity(p: dict[str, Any]) -> dict[str, Any]:
+    """The user's affinity, with member spreading over nodes added to its podAntiAffinity."""
+    pod = p["spec"]["pod"]
+    affinity = {k: v for k, v in (pod["affinity"] or {}).items()}
+    anti = dict(affinity.get("podAntiAffinity") or {})
+    term = {
+        "labelSelector": {"matchLabels": selector_labels(p)},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    if pod["anti_affinity"] == "required":
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*(anti.get(key) or []), term]
+    else:
+        key = "preferredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*(anti.get(key) or []), {"weight": 100, "podAffinityTerm": term}]
+    affinity["podAntiAffinity"] = anti
+    return affinity
+
+
+def member_claim(
+    p: dict[str, Any], member: str, initial_cluster: str, initial_state: str
+) -> dict[str, Any]:
+    """A member's claim: its data, and the record of how its etcd first starts (a seed
+    `new`, votes at once; a learner `existing`, votes once promoted)."""
+    spec = p["spec"]
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec["storage_size"]}},
+    }
+    if spec["storage_class"]:
+        claim_spec["storageClassName"] = spec["storage_class"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": f"{member}-data",
+            "namespace": p["namespace"],
+            "labels": {
+                **cluster_labels(p),
+                LABEL_MEMBER: member,
+                LABEL_VOTER: "true" if initial_state == "new" else "false",
+            },
+            "annotations": {
+                ANN_INITIAL_CLUSTER: initial_cluster,
+                ANN_INITIAL_STATE: initial_state,
+                ANN_VERSION: p["versions"].get(member, spec["version"]),
+            },
+        },
+        "spec": claim_spec,
+    }
+
+
+def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[str, Any]:
+    """A member's Pod, made from its claim's record. A claim of a member that has joined says
+    `existing` with only the member itself in --initial-cluster: with its data, etcd ignores
+    both; with an empty data dir, etcd finds no peer to ask and refuses to start, so the member
+    never comes back under its old identity without its data."""
+    spec = p["spec"]
+    pod = spec["pod"]
+    version = p["versions"].get(member, spec["version"])
+    fqdn = member_fqdn(p, member)
+    url = scheme(p)
+    record = (claim.get("metadata") or {}).get("annotations") or {}
+    voter = ((claim.get("metadata") or {}).get("labels") or {}).get(LABEL_VOTER, "true")
+    args = [
+        f"--name={member}",
+        f"--data-dir={DATA_DIR}",
+        f"--listen-peer-urls={url}://0.0.0.0:2380",
+        f"--listen-client-urls={url}://0.0.0.0:2379",
+        "--listen-metrics-urls=http://0.0.0.0:2381",
+        f"--advertise-client-urls={url}://{fqdn}:2379",
+        f"--initial-advertise-peer-urls={url}://{fqdn}:2380",
+        f"--initial-cluster={record[ANN_INITIAL_CLUSTER]}",
+        f"--initial-cluster-state={record[ANN_INITIAL_STATE]}",
+        f"--initial-cluster-token={token(p)}",
+        "--auto-compaction-mode=periodic",
+        f"--auto-compaction-retention={p['auto_compaction_retention']}",
+        f"--quota-backend-bytes={spec['quota_bytes']}",
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}}
+    ]
+    if spec["tls"]:
+        args += [
+            "--client-cert-auth=true",
+            "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+            "--cert-file=/etc/etcd/tls/server/tls.crt",
+            "--key-file=/etc/etcd/tls/server/tls.key",
+            "--peer-client-cert-auth=true",
+            "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+            "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+            "--peer-key-file=/etc/etcd/tls/peer/tls.key",
+        ]
+        for purpose in ("peer", "server"):
+            mounts.append(
+                {
+                    "name": f"{purpose}-tls",
+                    "mountPath": f"/etc/etcd/tls/{purpose}",
+                    "readOnly": True,
+                }
+            )
+            # 0440: readable by the fsGroup etcd runs in, no one else.
+            volumes.append(
+                {
+                    "name": f"{purpose}-tls",
+                    "secret": {"secretName": spec["secrets"][purpose], "defaultMode": 0o440},
+                }
+            )
+    container: dict[str, Any] = {
+        "name": "etcd",
+        "image": f"{spec['repository']}:v{version}",
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/usr/local/bin/etcd"],
+        "args": args,
+        "ports": [
+            {"name": "client", "containerPort": 2379, "protocol": "TCP"},
+            {"name": "peer", "containerPort": 2380, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 2381, "protocol": "TCP"},
+        ],
+        # Ready = this member sees a leader and serves reads. No liveness probe: restarting a
+        # slow member (defragmentation, a large snapshot) makes things worse, and etcd exits
+        # by itself on fatal errors.
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": 2381},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+        },
+        # A failed start leaves etcd's last log lines in the Pod's status, where the runbook
+        # reads why (the data-loss guard's words among them).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+    if pod["resources"]:
+        container["resources"] = pod["resources"]
+    pod_spec: dict[str, Any] = {
+        "hostname": member,
+        "subdomain": p["name"],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "affinity": _affinity(p),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            # Ownership is fixed once, not walked through the whole database at every start.
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod["node_selector"]:
+        pod_spec["nodeSelector"] = pod["node_selector"]
+    if pod["tolerations"]:
+        pod_spec["tolerations"] = pod["tolerations"]
+    if pod["priority_class"]:
+        pod_spec["priorityClassName"] = pod["priority_class"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": member,
+            "namespace": p["namespace"],
+            "labels": {
+                **pod["labels"],
+                **cluster_labels(p),
+                LABEL_MEMBER: member,
+                LABEL_VERSION: version,
+                LABEL_VOTER: voter,
+            },
+            "annotations": {**pod["annotations"], ANN_POD_HASH: p["pod_hashes"][member]},
+            "ownerReferences": owner_references(p),
+        },
+        "spec": pod_spec,
+    }
+
+
+def services(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headless Service (every member's DNS name, published before it is Ready: peers
+    must resolve each other to form a quorum) and the client Service (voting members that are
+    Ready; learners serve no clients)."""
+    meta = {
+        "namespace": p["namespace"],
+        "labels": cluster_labels(p),
+        "ownerReferences": owner_references(p),
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": p["name"], **meta},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": selector_labels(p),
+                "ports": [
+                    {"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"},
+                    {"name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP"},
+                ],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": f"{p['name']}-client", **meta},
+            "spec": {
+                "type": "ClusterIP",
+                "selector": {**selector_labels(p), LABEL_VOTER: "true"},
+                "ports": [{"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"}],
+            },
+        },
+    ]
+
+
+def disruption_budget(p: dict[str, Any]) -> dict[str, Any]:
+    """A drain may evict a voting member only while a quorum of the voting members etcd lists
+    stays (learners are not counted, and do not count)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": p["name"],
+            "namespace": p["namespace"],
+            "labels": cluster_labels(p),
+            "ownerReferences": owner_references(p),
+        },
+        "spec": {
+            "minAvailable": p["pdb_min_available"],
+            "selector": {"matchLabels": {**selector_labels(p), LABEL_VOTER: "true"}},
+        },
+    }
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "etcd_member_claim": member_claim,
+            "etcd_member_pod": member_pod,
+            "etcd_services": services,
+            "etcd_disruption_budget": disruption_budget,
+            "etcd_peer_url": peer_url,
+        }

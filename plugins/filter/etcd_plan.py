@@ -1,0 +1,1027 @@
+"""Decisions of the etcd_cluster runbook: pure functions from observed facts to a plan.
+
+The role observes (the EtcdCluster, its member Pods and claims, TLS Secrets, what etcd says),
+calls `etcd_cluster_plan` once, acts on the plan in YAML, and reports with
+`etcd_cluster_report`. Nothing here talks to Kubernetes or etcd, so every decision has
+table-driven unit tests (tests/unit/test_etcd_plan.py), including the ones that keep data safe:
+
+* a member's durable record is its claim: the flags it first started with and, once it has
+  joined, its member ID and cluster ID. A joined member restarts with flags under which etcd
+  refuses to start on an empty data dir, so a wiped disk never comes back under its old
+  identity; such a member is replaced (removed, then a fresh member on a fresh claim);
+* nothing is removed or deleted on one endpoint's word: membership changes and cleanups need
+  a quorum of voting members that agree on the member list, under the recorded cluster ID;
+  a member that answers for another cluster, or as another member than its claim records,
+  is fenced;
+* learners first, one membership change at a time, the leader last.
+
+`facts` holds: `object` (the EtcdCluster), `pods`, `claims`, `info` (etcd_cluster_info's
+result, {} when no member answered), `info_error`, `endpoints` (member name -> the URL this
+run reaches it at), `tls` (what the TLS Secrets look like, never their data) and `options`
+(the role's settings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from typing import Any
+
+GROUP = "etcd.runbook.io"
+# A member's claim records (annotations) how it first starts and, once joined, who it is.
+ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
+ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
+ANN_MEMBER_ID = f"{GROUP}/member-id"
+ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
+ANN_VERSION = f"{GROUP}/version"
+ANN_FENCED = f"{GROUP}/fenced"
+ANN_REMOVING = f"{GROUP}/removing"
+# A member Pod carries what it was made from.
+ANN_POD_HASH = f"{GROUP}/pod-hash"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_MEMBER = f"{GROUP}/member"
+LABEL_VERSION = f"{GROUP}/version"
+LABEL_VOTER = f"{GROUP}/voter"
+LABEL_TLS_FOR = f"{GROUP}/tls-for"
+
+DEFAULT_VERSION = "3.6.16"
+DEFAULT_REPOSITORY = "gcr.io/etcd-development/etcd"
+DEFAULT_STORAGE = "1Gi"
+MAX_INDEX = 9
+# Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
+POD_TEMPLATE_REVISION = 2
+
+# etcd preallocates WAL segments of 64 MB and keeps 5 (--max-wals) beside the one being
+# written; a defragmentation, or a snapshot received from the leader, writes a second copy of
+# the database beside the first. The backend quota is what is left, halved.
+MiB = 1024**2
+GiB = 1024**3
+WAL_RESERVE = 6 * 64 * MiB
+MIN_QUOTA = 64 * MiB
+MIN_VOLUME = WAL_RESERVE + 2 * MIN_QUOTA
+MAX_QUOTA = 8 * GiB  # etcd's suggested maximum
+
+# Releases with known data inconsistency bugs (etcd's 3.5.3 announcement).
+BROKEN_VERSIONS = ("3.5.0", "3.5.1", "3.5.2")
+
+# What etcd 3.4 to 3.6 log when a member is to rejoin an existing cluster with an empty data
+# dir and no other peer to ask: the flags a joined member restarts with, so the guard tripped.
+DATA_LOST_SIGN = "cannot fetch cluster info from peer urls"
+
+_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_VERSION = re.compile(r"^3\.(4|5|6)\.([0-9]+)$")
+TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
+
+
+class PlanError(ValueError):
+    """A value the plan cannot read."""
+
+
+# --- small helpers -------------------------------------------------------------------------
+
+
+def parse_quantity(value: Any) -> int:
+    """A Kubernetes quantity of bytes ("1Gi", "500M", 1024) as an int."""
+    if isinstance(value, bool):
+        raise PlanError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise PlanError(f"not a quantity: {value!r}")
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[unit or ""])
+
+
+def format_bytes(value: int) -> str:
+    """Bytes in the largest binary unit that divides them ("320Mi"), else plain bytes."""
+    for unit in ("Ti", "Gi", "Mi", "Ki"):
+        if value and value % _UNITS[unit] == 0:
+            return f"{value // _UNITS[unit]}{unit}"
+    return str(value)
+
+
+def quorum_of(voters: int) -> int:
+    return voters // 2 + 1
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(x) for x in version.split("."))
+    return major, minor, patch
+
+
+def member_index(name: str) -> int:
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else MAX_INDEX + 1
+
+
+def url_host(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+
+
+def name_from_url(url: str) -> str:
+    """Member `<cluster>-<n>` from a URL on its DNS name (<cluster>-<n>.<cluster>.<ns>...)."""
+    return url_host(url).split(".", 1)[0]
+
+
+def stable_hash(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def annotations_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    return _meta(obj or {}).get("annotations") or {}
+
+
+def labels_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    return _meta(obj or {}).get("labels") or {}
+
+
+def _deleting(obj: dict[str, Any]) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
+
+
+def _member_of(obj: dict[str, Any]) -> str:
+    return labels_of(obj).get(LABEL_MEMBER) or str(_meta(obj).get("name", "")).removesuffix("-data")
+
+
+def _refusal(reason: str, field: str, message: str) -> dict[str, str]:
+    return {"reason": reason, "field": field, "message": message}
+
+
+# --- the spec ------------------------------------------------------------------------------
+
+
+def quota_limit(volume_bytes: int) -> int:
+    """The largest backend quota a volume holds with room for the WAL and a second copy."""
+    return min(MAX_QUOTA, max(0, (volume_bytes - WAL_RESERVE) // 2))
+
+
+def version_problem(version: str) -> str:
+    """Why `version` may never run, or ''."""
+    if not _VERSION.match(version):
+        return f"spec.version {version!r} is not 3.4.x, 3.5.x or 3.6.x"
+    if version in BROKEN_VERSIONS:
+        return (
+            f"spec.version {version} is one of etcd 3.5.0 to 3.5.2, which have known data "
+            "inconsistency bugs (fixed in 3.5.3); choose 3.5.3 or newer"
+        )
+    return ""
+
+
+def version_change_problem(current: str, target: str, min_35_for_36: str) -> str:
+    """Why a member running `current` may not move to `target`, or ''."""
+    cur, tgt = version_tuple(current)[1], version_tuple(target)[1]
+    if tgt < cur:
+        return (
+            f"going from etcd {current} down to {target} is a downgrade across a minor version, "
+            "which needs etcd's downgrade procedure (downgrade validate/enable, one minor at a "
+            "time) that this runbook does not perform"
+        )
+    if tgt > cur + 1:
+        return (
+            f"going from etcd {current} to {target} skips a minor version; upgrade one minor "
+            f"at a time (to 3.{cur + 1}.x first)"
+        )
+    if (cur, tgt) == (5, 6) and version_tuple(current) < version_tuple(min_35_for_36):
+        return (
+            f"going from etcd {current} to {target} needs etcd {min_35_for_36} or newer first "
+            "(etcd's 3.5 to 3.6 upgrade notes)"
+        )
+    return ""
+
+
+def _size_warning(size: int) -> dict[str, str] | None:
+    if size == 2:
+        return {
+            "reason": "TwoMemberCluster",
+            "message": "spec.size 2 tolerates no failure, and its PodDisruptionBudget "
+            "(minAvailable 2) lets no drain evict a member; use 3",
+        }
+    if size % 2 == 0:
+        return {
+            "reason": "EvenClusterSize",
+            "message": f"spec.size {size} is even: it tolerates no more failures than "
+            f"{size - 1} members and needs one more for quorum; prefer an odd size",
+        }
+    if size > 7:
+        return {
+            "reason": "LargeClusterSize",
+            "message": f"spec.size {size} is above 7: every write waits for {quorum_of(size)} "
+            "members, so writes get slower; 3 or 5 members are usual",
+        }
+    return None
+
+
+def _storage(storage: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int, int]:
+    """(volume bytes, backend quota bytes) of the spec; problems name the field."""
+    size = str(storage.get("size") or DEFAULT_STORAGE)
+    try:
+        volume = parse_quantity(size)
+    except PlanError:
+        problems.append(
+            _refusal(
+                "InvalidSpec", "spec.storage.size", f"spec.storage.size {size!r} is not a quantity"
+            )
+        )
+        return parse_quantity(DEFAULT_STORAGE), quota_limit(parse_quantity(DEFAULT_STORAGE))
+    if volume < MIN_VOLUME:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.storage.size",
+                f"spec.storage.size {size} is below {format_bytes(MIN_VOLUME)}: etcd "
+                "preallocates 64 MB WAL segments and needs room for a second copy of its "
+                "database",
+            )
+        )
+    limit = quota_limit(volume)
+    if "quotaBackendBytes" not in storage:
+        return volume, max(limit, MIN_QUOTA)
+    field = "spec.storage.quotaBackendBytes"
+    asked_text = storage["quotaBackendBytes"]
+    try:
+        asked = parse_quantity(asked_text)
+    except PlanError:
+        problems.append(_refusal("InvalidSpec", field, f"{field} {asked_text!r} is not a quantity"))
+        return volume, max(limit, MIN_QUOTA)
+    if asked > limit:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                field,
+                f"{field} {asked_text} does not fit a {size} volume: at most "
+                f"{format_bytes(limit)} leaves room for the WAL and a second copy of the "
+                "database (defragmentation, snapshots)",
+            )
+        )
+    elif asked < MIN_QUOTA:
+        problems.append(
+            _refusal("InvalidSpec", field, f"{field} must be at least {format_bytes(MIN_QUOTA)}")
+        )
+    else:
+        return volume, asked
+    return volume, max(limit, MIN_QUOTA)
+
+
+def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
+    names its field) and the warnings worth an Event."""
+    spec = obj.get("spec") or {}
+    problems: list[dict[str, str]] = []
+    size = spec.get("size", 3)
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_INDEX:
+        problems.append(
+            _refusal(
+                "InvalidSpec", "spec.size", f"spec.size must be 1 to {MAX_INDEX}, got {size!r}"
+            )
+        )
+        size = 3
+    version = str(spec.get("version") or DEFAULT_VERSION)
+    if problem := version_problem(version):
+        problems.append(_refusal("InvalidSpec", "spec.version", problem))
+    storage = spec.get("storage") or {}
+    volume, quota = _storage(storage, problems)
+    tls = spec.get("tls") or {}
+    tls_enabled = bool(tls.get("enabled", True))
+    user_secrets = tls.get("secrets") or {}
+    name = str(_meta(obj).get("name") or options.get("name") or "")
+    pod = spec.get("pod") or {}
+    warning = _size_warning(size)
+    return {
+        "size": size,
+        "version": version,
+        "repository": str(spec.get("repository") or DEFAULT_REPOSITORY),
+        "storage_size": str(storage.get("size") or DEFAULT_STORAGE),
+        "storage_class": storage.get("storageClassName"),
+        "volume_bytes": volume,
+        "quota_bytes": quota,
+        "tls": tls_enabled,
+        "tls_own": tls_enabled and not user_secrets,
+        "secrets": {
+            "ca": f"{name}-ca",
+            "peer": user_secrets.get("peer") or f"{name}-peer-tls",
+            "server": user_secrets.get("server") or f"{name}-server-tls",
+            "client": user_secrets.get("client") or f"{name}-client-tls",
+        },
+        "pod": {
+            "labels": dict(pod.get("labels") or {}),
+            "annotations": dict(pod.get("annotations") or {}),
+            "resources": pod.get("resources"),
+            "affinity": pod.get("affinity") or {},
+            "anti_affinity": pod.get("antiAffinity") or "preferred",
+            "node_selector": pod.get("nodeSelector"),
+            "tolerations": pod.get("tolerations"),
+            "priority_class": pod.get("priorityClassName"),
+        },
+        "paused": bool(spec.get("paused", False)),
+        "problems": problems,
+        "warnings": [warning] if warning else [],
+    }
+
+
+def tls_problems(tls: dict[str, Any], spec: dict[str, Any], cluster: str) -> list[dict[str, str]]:
+    """Secrets named in spec.tls.secrets must exist and look like TLS material meant for this
+    cluster: type kubernetes.io/tls, tls.crt/tls.key/ca.crt, and the label
+    etcd.runbook.io/tls-for=<cluster>, so an EtcdCluster cannot mount just any Secret of its
+    namespace into its Pods. `tls` holds, per purpose, what the Secret looks like (never its
+    data): {found, type, keys, labels}."""
+    if not spec["tls"] or spec["tls_own"]:
+        return []
+    problems = []
+    for purpose in ("peer", "server", "client"):
+        secret = spec["secrets"][purpose]
+        seen = tls.get(purpose) or {}
+        field = f"spec.tls.secrets.{purpose}"
+        why = ""
+        if not seen.get("found"):
+            why = f"Secret {secret} does not exist in the cluster's namespace"
+        elif seen.get("type") != "kubernetes.io/tls":
+            why = f"Secret {secret} is of type {seen.get('type')}, not kubernetes.io/tls"
+        elif missing := [k for k in TLS_KEYS if k not in (seen.get("keys") or [])]:
+            why = f"Secret {secret} lacks {', '.join(missing)}"
+        elif (seen.get("labels") or {}).get(LABEL_TLS_FOR) != cluster:
+            why = (
+                f"Secret {secret} is not labelled {LABEL_TLS_FOR}={cluster}: label it to "
+                "confirm it is meant for this cluster"
+            )
+        if why:
+            problems.append(
+                _refusal(
+                    "TLSSecretMissing" if not seen.get("found") else "TLSSecretInvalid",
+                    field,
+                    f"{field}: {why}; members without TLS material are not added",
+                )
+            )
+    return problems
+
+
+def pod_hash(spec: dict[str, Any], version: str) -> str:
+    """What a running member rolls for when it changes: everything of its Pod but its name,
+    voting label and first-start flags (etcd ignores those once it has data)."""
+    return stable_hash(
+        {
+            "revision": POD_TEMPLATE_REVISION,
+            "image": f"{spec['repository']}:v{version}",
+            "pod": spec["pod"],
+            "quota": spec["quota_bytes"],
+            "tls": spec["tls"],
+            "secrets": [spec["secrets"]["peer"], spec["secrets"]["server"]],
+        }
+    )
+
+
+# --- what is observed ----------------------------------------------------------------------
+
+
+def termination_message(pod: dict[str, Any]) -> str:
+    """The last words of a failed etcd container (kubelet keeps the log tail on error)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != "etcd":
+            continue
+        for state in (status.get("state") or {}, status.get("lastState") or {}):
+            terminated = state.get("terminated") or {}
+            if terminated.get("exitCode", 0) != 0:
+                return str(terminated.get("message") or terminated.get("reason") or "")
+    return ""
+
+
+def data_lost(pod: dict[str, Any], claim: dict[str, Any] | None) -> bool:
+    """The guard tripped: a joined member's etcd refused to start on an empty data dir."""
+    if claim is None or not annotations_of(claim).get(ANN_MEMBER_ID):
+        return False
+    return DATA_LOST_SIGN in termination_message(pod).lower()
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def etcd_members(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """etcd's member list, each named after its peer URL (a member not started yet has no
+    name in etcd, only the peer URL it was added with)."""
+    members = []
+    for m in info.get("members") or []:
+        urls = m.get("peer_urls") or []
+        members.append({**m, "name": name_from_url(urls[0]) if urls else str(m.get("name", ""))})
+    return members
+
+
+def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
+    """Whether a quorum of the voting members, each asked on its own, lists the members etcd
+    reported, under the recorded cluster ID. One member's word is never enough: etcd 3.4
+    answers the member list from local state, and a member cut off from the others (or a
+    fork) answers with its own view."""
+    members = etcd_members(info)
+    voters = [m for m in members if not m.get("is_learner")]
+    if not info.get("cluster_id") or not voters:
+        return {"ok": False, "why": "no member answered"}
+    if recorded_id and info["cluster_id"] != recorded_id:
+        return {
+            "ok": False,
+            "why": f"the members report cluster ID {info['cluster_id']}, not the recorded "
+            f"{recorded_id}",
+        }
+    ids = sorted(m["id"] for m in members)
+    voter_ids = {m["id"] for m in voters}
+    agreeing = {
+        v.get("member_id")
+        for v in info.get("views") or []
+        if v.get("cluster_id") == info["cluster_id"]
+        and v.get("linearizable")
+        and sorted(v.get("member_ids") or []) == ids
+        and v.get("member_id") in voter_ids
+    }
+    needed = quorum_of(len(voters))
+    if len(agreeing) < needed:
+        return {
+            "ok": False,
+            "why": f"only {len(agreeing)} of {len(voters)} voting members confirm the member "
+            f"list ({needed} needed)",
+        }
+    return {"ok": True, "why": f"{len(agreeing)} of {len(voters)} voting members agree"}
+
+
+def recorded_cluster_id(obj: dict[str, Any], claims: list[dict[str, Any]]) -> str:
+    """The cluster ID this EtcdCluster was created with: its status, else its claims'."""
+    status_id = str((obj.get("status") or {}).get("clusterID") or "")
+    if status_id:
+        return status_id
+    ids = Counter(
+        annotations_of(c)[ANN_CLUSTER_ID] for c in claims if annotations_of(c).get(ANN_CLUSTER_ID)
+    )
+    return ids.most_common(1)[0][0] if ids else ""
+
+
+def _claim_capacity(claims: list[dict[str, Any]]) -> int | None:
+    """The smallest capacity the claims have really got (a resize may be under way)."""
+    sizes = []
+    for c in claims:
+        capacity = ((c.get("status") or {}).get("capacity") or {}).get("storage")
+        if capacity:
+            try:
+                sizes.append(parse_quantity(capacity))
+            except PlanError:
+                continue
+    return min(sizes) if sizes else None
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+
+def _free_names(cluster: str, used: set[str]) -> list[str]:
+    return [f"{cluster}-{i}" for i in range(MAX_INDEX + 1) if f"{cluster}-{i}" not in used]
+
+
+def scale_down_order(members: list[dict[str, Any]], leader_id: str) -> list[str]:
+    """Learners first, then unhealthy members, then the highest index; the leader last."""
+
+    def rank(m: dict[str, Any]) -> tuple[int, int, int, int]:
+        return (
+            0 if m.get("is_learner") else 1,
+            1 if m.get("healthy") else 0,
+            1 if m["id"] == leader_id else 0,
+            -member_index(m["name"]),
+        )
+
+    return [m["name"] for m in sorted(members, key=rank)]
+
+
+def roll_order(names: list[str], leader: str) -> list[str]:
+    return sorted(n for n in names if n != leader) + [n for n in names if n == leader]
+
+
+class _Observed:
+    """The facts, indexed the way every decision reads them."""
+
+    def __init__(self, facts: dict[str, Any]) -> None:
+        self.obj = facts.get("object") or {}
+        self.options = facts.get("options") or {}
+        self.info = facts.get("info") or {}
+        self.name = str(_meta(self.obj).get("name") or self.options.get("name") or "")
+        self.namespace = str(
+            _meta(self.obj).get("namespace") or self.options.get("namespace") or ""
+        )
+        self.spec = normalize_spec(self.obj, self.options)
+        pods_list = list(facts.get("pods") or [])
+        claims_list = list(facts.get("claims") or [])
+        self.pods = {_member_of(p): p for p in pods_list}
+        self.claims = {_member_of(c): c for c in claims_list}
+        self.live_claims = {
+            n: c
+            for n, c in self.claims.items()
+            if not _deleting(c) and not {ANN_FENCED, ANN_REMOVING} & set(annotations_of(c))
+        }
+        capacity = _claim_capacity(list(self.live_claims.values()))
+        if capacity is not None and "quotaBackendBytes" not in (
+            (self.obj.get("spec") or {}).get("storage") or {}
+        ):
+            self.spec["quota_bytes"] = max(
+                MIN_QUOTA, min(self.spec["quota_bytes"], quota_limit(capacity))
+            )
+        self.members = etcd_members(self.info)
+        self.known = bool(self.info.get("cluster_id"))
+        self.by_name = {m["name"]: m for m in self.members if m["name"]}
+        self.voters = [m for m in self.members if not m.get("is_learner")]
+        self.quorum = self.info.get("quorum") or {
+            "voters": 0,
+            "healthy_voters": 0,
+            "needed": 0,
+            "ok": False,
+        }
+        self.leader_id = str((self.info.get("leader") or {}).get("id") or "")
+        self.leader = next((m["name"] for m in self.members if m["id"] == self.leader_id), "")
+        self.recorded_id = recorded_cluster_id(self.obj, claims_list)
+        self.agreed = agreement(self.info, self.recorded_id)
+        self.trusted = self.known and bool(self.quorum.get("ok")) and self.agreed["ok"]
+        self.endpoint_names = {url: n for n, url in (facts.get("endpoints") or {}).items()}
+        self.paused = self.spec["paused"] and not self.options.get("ignore_pause", False)
+        self.hands_off = self.paused or bool(self.options.get("read_only", False))
+        self.tls = tls_problems(facts.get("tls") or {}, self.spec, self.name)
+        self.info_error = str(facts.get("info_error") or "")
+
+    def member_at(self, endpoint: str) -> str:
+        return self.endpoint_names.get(endpoint) or (
+            name_from_url(endpoint) if name_from_url(endpoint) in self.pods else ""
+        )
+
+
+def _versions(o: _Observed) -> tuple[dict[str, str], str, dict[str, str] | None]:
+    """(version each member runs, the version new members start on, a refusal or None)."""
+    running = {
+        n: annotations_of(c).get(ANN_VERSION) or labels_of(o.pods.get(n)).get(LABEL_VERSION) or ""
+        for n, c in o.live_claims.items()
+    }
+    running = {n: v for n, v in running.items() if v}
+    target = o.spec["version"]
+    if version_problem(target):
+        base = min(running.values(), key=version_tuple, default=DEFAULT_VERSION)
+        return running, base, None
+    for current in sorted(set(running.values()), key=version_tuple):
+        if current == target or version_problem(current):
+            continue
+        if why := version_change_problem(
+            current, target, o.options.get("min_35_for_36") or "3.5.26"
+        ):
+            refusal = _refusal(
+                "UnsafeVersionChange",
+                "spec.version",
+                f"Refusing spec.version {target}: {why}. The members keep their version.",
+            )
+            return running, min(running.values(), key=version_tuple), refusal
+    return running, target, None
+
+
+def _fence(o: _Observed) -> list[dict[str, str]]:
+    """Members answering for another cluster, or as another member than their claim records."""
+    fence: dict[str, str] = {}
+    for view in o.info.get("views") or []:
+        name = o.member_at(view.get("endpoint", ""))
+        if not name or not view.get("cluster_id"):
+            continue
+        recorded_member = annotations_of(o.claims.get(name)).get(ANN_MEMBER_ID)
+        if o.recorded_id and view["cluster_id"] != o.recorded_id:
+            fence[name] = f"it answers for cluster {view['cluster_id']}, not {o.recorded_id}"
+        elif recorded_member and view.get("member_id") and view["member_id"] != recorded_member:
+            fence[name] = (
+                f"it answers as member {view['member_id']}, its claim records {recorded_member}"
+            )
+    return [{"name": n, "reason": why} for n, why in sorted(fence.items()) if n in o.claims]
+
+
+def _record(o: _Observed, fenced: set[str]) -> list[dict[str, str]]:
+    """Healthy members whose claim does not yet record who they are (and so arm the guard)."""
+    out = []
+    for m in o.members:
+        claim = o.live_claims.get(m["name"])
+        if claim is None or not m.get("healthy") or m["name"] in fenced:
+            continue
+        voter = "false" if m.get("is_learner") else "true"
+        version = labels_of(o.pods.get(m["name"])).get(LABEL_VERSION, "")
+        ann = annotations_of(claim)
+        if (
+            ann.get(ANN_MEMBER_ID) != m["id"]
+            or ann.get(ANN_CLUSTER_ID) != o.info["cluster_id"]
+            or ann.get(ANN_INITIAL_STATE) != "existing"
+            or labels_of(claim).get(LABEL_VOTER) != voter
+            or (version and ann.get(ANN_VERSION) != version)
+        ):
+            out.append(
+                {
+                    "name": m["name"],
+                    "member_id": m["id"],
+                    "cluster_id": o.info["cluster_id"],
+                    "voter": voter,
+                    "version": version or ann.get(ANN_VERSION, ""),
+                    "initial_cluster": f"{m['name']}={(m.get('peer_urls') or [''])[0]}",
+                }
+            )
+    return out
+
+
+def plan(facts: dict[str, Any]) -> dict[str, Any]:
+    """Everything one reconcile run does, decided from one observation."""
+    o = _Observed(facts)
+    spec = o.spec
+    refusals = list(spec["problems"]) + o.tls
+    running, base_version, version_refusal = _versions(o)
+    if version_refusal:
+        refusals.append(version_refusal)
+    spec_ok = not spec["problems"]
+
+    def version_of(member: str) -> str:
+        return (
+            running.get(member, base_version) if version_refusal or not spec_ok else spec["version"]
+        )
+
+    # Heal first: a live claim without a Pod gets its Pod back; never a member whose guard
+    # tripped (its Pod stays to say why) nor a fenced or removed one (their claims are not live).
+    lost_data = sorted(
+        n for n, p in o.pods.items() if not _deleting(p) and data_lost(p, o.live_claims.get(n))
+    )
+    ended = sorted(
+        n
+        for n, p in o.pods.items()
+        if not _deleting(p) and _phase(p) in ("Failed", "Succeeded") and n in o.live_claims
+    )
+    leaving = sorted(n for n, p in o.pods.items() if _deleting(p))
+    heal = sorted(
+        n for n in o.live_claims if (n not in o.pods or n in ended) and n not in lost_data
+    )
+
+    fence = _fence(o) if o.known or o.info.get("views") else []
+    fenced = {f["name"] for f in fence}
+    record = _record(o, fenced) if o.known else []
+    relabel = [
+        {"name": m["name"], "voter": "false" if m.get("is_learner") else "true"}
+        for m in o.members
+        if m["name"] in o.pods
+        and not _deleting(o.pods[m["name"]])
+        and labels_of(o.pods[m["name"]]).get(LABEL_VOTER)
+        != ("false" if m.get("is_learner") else "true")
+    ]
+
+    # Membership: only on the word of an agreeing quorum.
+    stale: list[str] = []
+    replace: list[dict[str, str]] = []
+    lost: list[str] = []
+    promote: list[str] = []
+    add: list[str] = []
+    remove: list[str] = []
+    roll: list[str] = []
+    withheld = ""
+    if o.known and not o.trusted:
+        quorum = o.quorum
+        withheld = "membership changes and cleanups wait: " + (
+            f"the cluster has no quorum ({quorum.get('healthy_voters')} of {quorum.get('voters')} "
+            f"voting members healthy, {quorum.get('needed')} needed)"
+            if not quorum.get("ok")
+            else o.agreed["why"]
+        )
+    if o.trusted:
+        stale = sorted(
+            n
+            for n in set(o.pods) | set(o.claims)
+            if n not in o.by_name and ANN_FENCED not in annotations_of(o.claims.get(n))
+        )
+        replace = [
+            {
+                "name": n,
+                "reason": "its data dir holds no member data, though its claim records member "
+                f"{annotations_of(o.live_claims[n]).get(ANN_MEMBER_ID)}",
+            }
+            for n in lost_data
+            if n in o.by_name
+        ] + [
+            {"name": f["name"], "reason": f"fenced: {f['reason']}"}
+            for f in fence
+            if f["name"] in o.by_name
+        ]
+        replaced = {r["name"] for r in replace}
+        lost = sorted(
+            m["name"] or m["id"]
+            for m in o.members
+            if m["name"] not in replaced
+            and m["name"] not in o.live_claims
+            and (m["name"] not in o.pods or ANN_REMOVING in annotations_of(o.claims.get(m["name"])))
+        )
+        gone = replaced | set(lost)
+        current = [m for m in o.members if m["name"] not in gone]
+        blocking = [r for r in refusals if r["reason"] != "UnsafeVersionChange"]
+        if spec["size"] > len(current) and not blocking:
+            used = set(o.by_name) | set(o.pods) | set(o.claims)
+            add = _free_names(o.name, used)[: spec["size"] - len(current)]
+        elif spec["size"] < len(current):
+            if spec["size"] == 1 and len([m for m in current if not m.get("is_learner")]) >= 2:
+                refusals.append(
+                    _refusal(
+                        "UnsafeScaleDown",
+                        "spec.size",
+                        f"Refusing spec.size 1: going from {len(current)} members to 1 means "
+                        "removing a member from a two-member cluster, where one failure during "
+                        "the change loses quorum (etcd's rule); scale to 3 first, or use the "
+                        "member-replace playbook",
+                    )
+                )
+            else:
+                remove = scale_down_order(current, o.leader_id)[: len(current) - spec["size"]]
+        promote = sorted(
+            m["name"]
+            for m in current
+            if m.get("is_learner") and m["name"] in o.pods and m["name"] not in remove
+        )
+        differs = [
+            n
+            for n in o.live_claims
+            if n in o.pods
+            and n in o.by_name
+            and not _deleting(o.pods[n])
+            and n not in remove
+            and (
+                annotations_of(o.pods[n]).get(ANN_POD_HASH) != pod_hash(spec, version_of(n))
+                or labels_of(o.pods[n]).get(LABEL_VERSION) != version_of(n)
+            )
+        ]
+        unhealthy = sorted(m["name"] for m in o.members if not m.get("healthy"))
+        if differs and spec_ok and not (add or remove or replace or lost or promote):
+            if unhealthy:
+                refusals.append(
+                    _refusal(
+                        "RollBlocked",
+                        "",
+                        f"Not rolling {', '.join(sorted(differs))}: not every member is healthy "
+                        f"({', '.join(unhealthy)}); the roll starts once they are",
+                    )
+                )
+            else:
+                roll = roll_order(differs, o.leader)
+
+    if o.hands_off:
+        heal, ended, fence, record, relabel = [], [], [], [], []
+        stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
+    # A brand-new cluster starts with one seed member; the others join as learners.
+    seed = "" if o.known or o.hands_off or o.pods or o.claims or refusals else f"{o.name}-0"
+    names = [f"{o.name}-{i}" for i in range(MAX_INDEX + 1)]
+    return {
+        "name": o.name,
+        "namespace": o.namespace,
+        "uid": str(_meta(o.obj).get("uid") or ""),
+        "domain": str(o.options.get("domain") or "cluster.local"),
+        "auto_compaction_retention": str(o.options.get("auto_compaction_retention") or "1h"),
+        "spec": spec,
+        "paused": o.paused,
+        "hands_off": o.hands_off,
+        "known": o.known,
+        "trusted": o.trusted,
+        "agreement": o.agreed,
+        "withheld": withheld,
+        "cluster_id": o.recorded_id or (o.info.get("cluster_id", "") if o.agreed["ok"] else ""),
+        "leader": o.leader,
+        "quorum": o.quorum,
+        "versions": {n: version_of(n) for n in names},
+        "pod_hashes": {n: pod_hash(spec, version_of(n)) for n in names},
+        "seed": seed,
+        "heal": heal,
+        "ended": ended,
+        "leaving": leaving,
+        "fence": fence,
+        "record": record,
+        "relabel": relabel,
+        "replace": replace,
+        "stale": stale,
+        "lost": lost,
+        "promote": promote,
+        "add": add,
+        "remove": remove,
+        "roll": roll,
+        "lost_data": lost_data,
+        "grow": sorted(
+            _meta(c)["name"]
+            for c in o.live_claims.values()
+            if spec_ok
+            and parse_quantity(
+                ((c.get("spec") or {}).get("resources") or {})
+                .get("requests", {})
+                .get("storage", "0")
+            )
+            < spec["volume_bytes"]
+        ),
+        "pdb_min_available": quorum_of(len(o.voters))
+        if o.known and o.voters
+        else quorum_of(spec["size"]),
+        "refusals": refusals,
+        "warnings": spec["warnings"],
+    }
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def _available(o: _Observed) -> tuple[bool, str, str]:
+    if o.known and o.quorum.get("ok"):
+        q = o.quorum
+        return (
+            True,
+            "QuorumHealthy",
+            f"{q['healthy_voters']} of {q['voters']} voting members healthy, {q['needed']} needed",
+        )
+    if not o.known and not o.pods and not o.live_claims:
+        return False, "Creating", "no member has been started yet"
+    if o.known:
+        q = o.quorum
+        return (
+            False,
+            "QuorumLost",
+            f"{q.get('healthy_voters')} of {q.get('voters')} voting members healthy, "
+            f"{q.get('needed')} needed: etcd refuses writes and linearizable reads",
+        )
+    return (
+        False,
+        "QuorumLost",
+        "no member answered: " + (o.info_error[:200] or "no member Pod is running"),
+    )
+
+
+def report(
+    facts: dict[str, Any], extra_refusals: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """Status, conditions and Events from the last observation of the run; `extra_refusals`
+    are what the run refused or failed at on the way (a step that was withheld)."""
+    o = _Observed(facts)
+    p = plan(facts)
+    refusals = p["refusals"] + [r for r in extra_refusals or [] if r not in p["refusals"]]
+    statuses = {s.get("member_id"): s for s in o.info.get("status") or [] if s.get("healthy")}
+    members = [
+        {
+            "name": m["name"],
+            "id": m["id"],
+            "peerURL": (m.get("peer_urls") or [""])[0],
+            "clientURL": (m.get("client_urls") or [""])[0],
+            "ready": bool(m.get("healthy")) and not m.get("is_learner"),
+            "learner": bool(m.get("is_learner")),
+            "version": str((statuses.get(m["id"]) or {}).get("version") or ""),
+        }
+        for m in o.members
+    ]
+    ready = sum(1 for m in members if m["ready"])
+    versions = sorted({m["version"] for m in members if m["version"]})
+    available, a_reason, a_message = _available(o)
+    sized = len(members) == o.spec["size"] and all(not m["learner"] for m in members)
+    rolled = (
+        o.known
+        and not p["roll"]
+        and all(
+            labels_of(pod).get(LABEL_VERSION) == p["versions"].get(n)
+            for n, pod in o.pods.items()
+            if n in o.live_claims
+        )
+    )
+    alarms = [
+        {
+            "member": next(
+                (m["name"] for m in o.members if m["id"] == a.get("member_id")), a.get("member_id")
+            ),
+            "alarm": a.get("alarm"),
+        }
+        for a in o.info.get("alarms") or []
+    ]
+    unhealthy = [m["name"] for m in members if not m["ready"] and not m["learner"]]
+
+    if o.paused:
+        phase = "Paused"
+    elif a_reason == "Creating":
+        phase = "Creating"
+    elif not available:
+        phase = "QuorumLost"
+    elif not sized:
+        phase = "Scaling"
+    elif not rolled:
+        phase = "Upgrading"
+    elif refusals or unhealthy or alarms or p["lost_data"] or p["fence"]:
+        phase = "Degraded"
+    else:
+        phase = "Running"
+
+    if refusals:
+        d_reason, d_message = refusals[0]["reason"], refusals[0]["message"]
+    elif not available and a_reason != "Creating":
+        d_reason, d_message = "QuorumLost", a_message
+    elif p["fence"] or (o.hands_off and _fence(o)):
+        fenced = p["fence"] or _fence(o)
+        d_reason, d_message = (
+            "MemberFenced",
+            f"{fenced[0]['name']} is fenced: {fenced[0]['reason']}",
+        )
+    elif p["lost_data"]:
+        d_reason = "MemberDataLost"
+        d_message = (
+            f"{', '.join(p['lost_data'])}: the data dir holds no member data; replaced while "
+            "quorum holds, never restarted under its old identity"
+        )
+    elif alarms:
+        d_reason = "Alarm"
+        d_message = "; ".join(f"{a['alarm']} on {a['member']}" for a in alarms) + (
+            ": writes are refused; compact, defragment, then disarm"
+            if any(a["alarm"] == "NOSPACE" for a in alarms)
+            else ""
+        )
+    elif unhealthy:
+        d_reason, d_message = "MembersUnhealthy", "not ready: " + ", ".join(unhealthy)
+    elif p["withheld"]:
+        d_reason, d_message = "ChangesWithheld", p["withheld"]
+    else:
+        d_reason, d_message = "AllMembersHealthy", "every member is healthy"
+    degraded = d_reason not in ("AllMembersHealthy",) and not (
+        a_reason == "Creating" and not refusals
+    )
+
+    if o.paused:
+        progressing = (False, "Paused", "spec.paused is true: the operator changes nothing")
+    elif refusals:
+        progressing = (False, refusals[0]["reason"], refusals[0]["message"])
+    elif not sized or not rolled or a_reason == "Creating":
+        progressing = (
+            True,
+            "Creating" if a_reason == "Creating" else ("Scaling" if not sized else "Upgrading"),
+            f"{len(members)} of {o.spec['size']} members, version "
+            f"{'/'.join(versions) or '?'} (spec {o.spec['version']})",
+        )
+    else:
+        progressing = (False, "Reconciled", f"{len(members)} members on etcd {'/'.join(versions)}")
+
+    events = [
+        {"type": "Warning", "reason": w["reason"], "message": w["message"]} for w in p["warnings"]
+    ]
+    if not available and a_reason == "QuorumLost":
+        events.append({"type": "Warning", "reason": "QuorumLost", "message": a_message})
+    for r in refusals:
+        events.append({"type": "Warning", "reason": r["reason"], "message": r["message"]})
+    status = {
+        "phase": phase,
+        "members": members,
+        "readyMembers": ready,
+        "size": len(members),
+        "currentVersion": versions[0] if len(versions) == 1 else "",
+        "leader": o.leader,
+        "selector": f"app.kubernetes.io/name=etcd,{LABEL_CLUSTER}={o.name}",
+        "alarms": alarms,
+    }
+    if p["cluster_id"]:
+        status["clusterID"] = p["cluster_id"]
+    return {
+        "phase": phase,
+        "failed": bool(refusals) or (not available and a_reason != "Creating"),
+        "status": status,
+        "conditions": {
+            "Available": {
+                "status": "True" if available else "False",
+                "reason": a_reason,
+                "message": a_message,
+            },
+            "Progressing": {
+                "status": "True" if progressing[0] else "False",
+                "reason": progressing[1],
+                "message": progressing[2],
+            },
+            "Degraded": {
+                "status": "True" if degraded else "False",
+                "reason": d_reason,
+                "message": d_message,
+            },
+        },
+        "events": events,
+        "quorum": o.quorum,
+        "cluster_id": p["cluster_id"],
+        "leader": o.leader,
+        "members": members,
+        "alarms": alarms,
+    }
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "etcd_cluster_plan": plan,
+            "etcd_cluster_report": report,
+            "etcd_quantity": parse_quantity,
+        }

@@ -1,0 +1,158 @@
+"""The objects plugins/filter/etcd_manifests.py builds from a plan."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+FILTERS = Path(__file__).resolve().parents[2] / "plugins" / "filter"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, FILTERS / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ep = _load("etcd_plan")
+em = _load("etcd_manifests")
+
+HOSTILE = "{{ lookup('ansible.builtin.pipe', 'id') }}\n  hostPath: {path: /}"
+
+
+def a_plan(**spec: Any) -> dict[str, Any]:
+    obj = {
+        "metadata": {"name": "e", "namespace": "ns", "uid": "0123456789abcdef"},
+        "spec": {"size": 3, "version": "3.6.16", **spec},
+    }
+    return ep.plan({"object": obj, "pods": [], "claims": [], "info": {}, "options": {}})
+
+
+def seed_claim(p: dict[str, Any]) -> dict[str, Any]:
+    return em.member_claim(p, "e-0", f"e-0={em.peer_url(p, 'e-0')}", "new")
+
+
+def test_claim_records_how_the_member_first_starts():
+    p = a_plan(storage={"size": "2Gi", "storageClassName": "fast"})
+    c = seed_claim(p)
+    assert c["metadata"]["name"] == "e-0-data"
+    assert c["metadata"]["annotations"] == {
+        ep.ANN_INITIAL_CLUSTER: "e-0=https://e-0.e.ns.svc.cluster.local:2380",
+        ep.ANN_INITIAL_STATE: "new",
+        ep.ANN_VERSION: "3.6.16",
+    }
+    assert c["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+    assert c["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "2Gi"}},
+        "storageClassName": "fast",
+    }
+    learner = em.member_claim(p, "e-1", "x", "existing")
+    assert learner["metadata"]["labels"][ep.LABEL_VOTER] == "false"
+
+
+def test_pod_flags_come_from_the_claim_and_the_spec():
+    p = a_plan(storage={"size": "4Gi"})
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--initial-cluster=e-0=https://e-0.e.ns.svc.cluster.local:2380" in args
+    assert "--initial-cluster-state=new" in args
+    assert "--initial-cluster-token=e-01234567" in args
+    assert f"--quota-backend-bytes={(4096 - 384) // 2 * 1024 * 1024}" in args
+    assert "--peer-client-cert-auth=true" in args
+    assert pod["spec"]["containers"][0]["image"] == "gcr.io/etcd-development/etcd:v3.6.16"
+    assert pod["metadata"]["annotations"][ep.ANN_POD_HASH] == p["pod_hashes"]["e-0"]
+    assert pod["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+
+
+def test_pod_meets_the_restricted_pod_security_standard():
+    """The checks of the `restricted` profile (Kubernetes Pod Security Standards, v1.34)."""
+    p = a_plan()
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    spec = pod["spec"]
+    psc = spec["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
+    assert psc["seccompProfile"]["type"] in ("RuntimeDefault", "Localhost")
+    assert spec["automountServiceAccountToken"] is False
+    assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
+    for container in spec["containers"]:
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc.get("privileged") is not True
+        assert not any(port.get("hostPort") for port in container["ports"])
+    allowed = {"persistentVolumeClaim", "secret", "configMap", "emptyDir", "projected"}
+    for volume in spec["volumes"]:
+        assert set(volume) - {"name"} <= allowed, volume
+
+
+def test_user_values_are_placed_as_values():
+    p = a_plan(
+        pod={
+            "labels": {"team": HOSTILE},
+            "annotations": {"note": HOSTILE},
+            "nodeSelector": {"disk": HOSTILE},
+            "tolerations": [{"key": HOSTILE, "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"x": HOSTILE}},
+            "priorityClassName": HOSTILE,
+        },
+        tls={"enabled": True, "secrets": {"peer": HOSTILE, "server": "s", "client": "c"}},
+    )
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    assert pod["metadata"]["labels"]["team"] == HOSTILE
+    assert pod["metadata"]["annotations"]["note"] == HOSTILE
+    assert pod["spec"]["nodeSelector"] == {"disk": HOSTILE}
+    assert pod["spec"]["tolerations"] == [{"key": HOSTILE, "operator": "Exists"}]
+    assert pod["spec"]["affinity"]["nodeAffinity"] == {"x": HOSTILE}
+    assert pod["spec"]["priorityClassName"] == HOSTILE
+    secret_names = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+    assert secret_names == [HOSTILE, "s"]
+    assert "hostPath" not in json.dumps(pod["spec"]["volumes"]).replace(
+        HOSTILE.replace("\n", "\\n"), ""
+    )
+
+
+def test_operator_labels_win_over_user_labels():
+    p = a_plan(pod={"labels": {ep.LABEL_MEMBER: "e-9"}})
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    assert pod["metadata"]["labels"][ep.LABEL_MEMBER] == "e-0"
+
+
+@pytest.mark.parametrize(
+    "anti, key",
+    [
+        ("preferred", "preferredDuringSchedulingIgnoredDuringExecution"),
+        ("required", "requiredDuringSchedulingIgnoredDuringExecution"),
+    ],
+)
+def test_members_spread_over_nodes_on_top_of_the_users_affinity(anti, key):
+    user_term = {"topologyKey": "zone", "labelSelector": {"matchLabels": {"a": "b"}}}
+    p = a_plan(pod={"antiAffinity": anti, "affinity": {"podAntiAffinity": {key: [user_term]}}})
+    terms = em.member_pod(p, "e-0", seed_claim(p))["spec"]["affinity"]["podAntiAffinity"][key]
+    assert terms[0] == user_term and len(terms) == 2
+
+
+def test_learners_serve_no_clients_and_the_budget_counts_voters_only():
+    p = a_plan()
+    _headless, client = em.services(p)
+    assert client["spec"]["selector"][ep.LABEL_VOTER] == "true"
+    pdb = em.disruption_budget(p)
+    assert pdb["spec"]["selector"]["matchLabels"][ep.LABEL_VOTER] == "true"
+    assert pdb["spec"]["minAvailable"] == 2
+
+
+def test_plain_http_cluster():
+    p = a_plan(tls={"enabled": False})
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--listen-client-urls=http://0.0.0.0:2379" in args
+    assert not [a for a in args if "cert" in a]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["data"]

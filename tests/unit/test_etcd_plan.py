@@ -1,0 +1,723 @@
+"""The runbook's decisions (plugins/filter/etcd_plan.py), table-driven, no cluster needed.
+
+Facts are built the way k8s_info and etcd_cluster_info return them; each case says what the
+plan must (and must not) do with them, with the safety cases spelled out: quorum, learners,
+the leader last, lost data, forks, one endpoint's word."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "etcd_plan.py"
+_SPEC = importlib.util.spec_from_file_location("etcd_plan", _PATH)
+assert _SPEC and _SPEC.loader
+ep = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(ep)
+
+CID = "c1d"
+DOMAIN = "e.ns.svc.cluster.local"
+
+
+def mid(n: int) -> str:
+    return f"a{n}"
+
+
+def obj(**spec: Any) -> dict[str, Any]:
+    status = spec.pop("status", {"clusterID": CID})
+    return {
+        "metadata": {"name": "e", "namespace": "ns", "uid": "u-123456789"},
+        "spec": {"size": 3, "version": "3.6.16", **spec},
+        "status": status,
+    }
+
+
+def claim(n: int, joined: bool = True, version: str = "3.6.16", **ann: Any) -> dict[str, Any]:
+    a = {
+        ep.ANN_INITIAL_CLUSTER: f"e-{n}=https://e-{n}.{DOMAIN}:2380",
+        ep.ANN_INITIAL_STATE: "existing" if joined else "new",
+        ep.ANN_VERSION: version,
+        **ann,
+    }
+    if joined:
+        a[ep.ANN_MEMBER_ID] = mid(n)
+        a[ep.ANN_CLUSTER_ID] = CID
+    return {
+        "metadata": {
+            "name": f"e-{n}-data",
+            "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VOTER: "true"},
+            "annotations": a,
+        },
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+    }
+
+
+def pod(
+    n: int,
+    version: str = "3.6.16",
+    phase: str = "Running",
+    hash_: str | None = None,
+    voter: str = "true",
+    message: str = "",
+    deleting: bool = False,
+) -> dict[str, Any]:
+    spec = ep.normalize_spec(obj(), {})
+    meta: dict[str, Any] = {
+        "name": f"e-{n}",
+        "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VERSION: version, ep.LABEL_VOTER: voter},
+        "annotations": {ep.ANN_POD_HASH: hash_ or ep.pod_hash(spec, version)},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status: dict[str, Any] = {"phase": phase}
+    if message:
+        status["containerStatuses"] = [
+            {
+                "name": "etcd",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "message": message}},
+            }
+        ]
+    return {"metadata": meta, "status": status}
+
+
+def member(
+    n: int, healthy: bool = True, learner: bool = False, started: bool = True
+) -> dict[str, Any]:
+    return {
+        "id": mid(n),
+        "name": f"e-{n}" if started else "",
+        "peer_urls": [f"https://e-{n}.{DOMAIN}:2380"],
+        "client_urls": [f"https://e-{n}.{DOMAIN}:2379"] if started else [],
+        "is_learner": learner,
+        "healthy": healthy,
+    }
+
+
+def view(n: int, ids: list[int], cluster: str = CID, linearizable: bool = True) -> dict[str, Any]:
+    return {
+        "endpoint": f"https://e-{n}.{DOMAIN}:2379",
+        "member_id": mid(n),
+        "cluster_id": cluster,
+        "member_ids": sorted(mid(i) for i in ids),
+        "linearizable": linearizable,
+        "errors": [],
+    }
+
+
+def info(
+    members: list[dict[str, Any]],
+    leader: int | None = 0,
+    views: list[dict[str, Any]] | None = None,
+    alarms: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    voters = [m for m in members if not m["is_learner"]]
+    healthy = [m for m in voters if m["healthy"]]
+    ids = [int(m["id"][1:]) for m in members]
+    return {
+        "cluster_id": CID,
+        "members": members,
+        "leader": {"id": mid(leader)} if leader is not None else None,
+        "quorum": {
+            "voters": len(voters),
+            "healthy_voters": len(healthy),
+            "needed": len(voters) // 2 + 1,
+            "ok": len(healthy) >= len(voters) // 2 + 1,
+        },
+        "status": [
+            {"member_id": m["id"], "healthy": m["healthy"], "version": "3.6.16"}
+            for m in members
+            if m["healthy"]
+        ],
+        "views": views
+        if views is not None
+        else [view(i, ids) for i, m in zip(ids, members, strict=True) if m["healthy"]],
+        "alarms": alarms or [],
+    }
+
+
+def healthy3(**spec: Any) -> dict[str, Any]:
+    return {
+        "object": obj(**spec),
+        "pods": [pod(i) for i in range(3)],
+        "claims": [claim(i) for i in range(3)],
+        "info": info([member(i) for i in range(3)]),
+    }
+
+
+def actions(p: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "heal",
+        "ended",
+        "fence",
+        "record",
+        "replace",
+        "stale",
+        "lost",
+        "promote",
+        "add",
+        "remove",
+        "roll",
+    )
+    return {k: p[k] for k in keys if p[k]}
+
+
+# --- quantities and the spec ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1Gi", 1024**3),
+        ("512Mi", 512 * 1024**2),
+        ("1.5Gi", int(1.5 * 1024**3)),
+        ("2G", 2 * 10**9),
+        ("100", 100),
+        (7, 7),
+    ],
+)
+def test_parse_quantity(text, expected):
+    assert ep.parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1Gb", "-1", "Gi", True])
+def test_parse_quantity_refuses(text):
+    with pytest.raises(ep.PlanError):
+        ep.parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    "volume, quota",
+    [
+        ("512Mi", 64 * ep.MiB),  # the smallest volume allowed
+        ("1Gi", 320 * ep.MiB),
+        ("4Gi", (4096 - 384) // 2 * ep.MiB),
+        ("100Gi", 8 * ep.GiB),  # etcd's suggested maximum
+    ],
+)
+def test_quota_follows_the_volume_with_room_for_wal_and_a_copy(volume, quota):
+    spec = ep.normalize_spec(obj(storage={"size": volume}), {})
+    assert spec["quota_bytes"] == quota and not spec["problems"]
+    # The database and a second copy of it plus the WAL reserve fit on the volume.
+    assert 2 * quota + ep.WAL_RESERVE <= ep.parse_quantity(volume)
+
+
+@pytest.mark.parametrize(
+    "storage, field, words",
+    [
+        ({"size": "256Mi"}, "spec.storage.size", "below 512Mi"),
+        (
+            {"size": "1Gi", "quotaBackendBytes": "2Gi"},
+            "spec.storage.quotaBackendBytes",
+            "at most 320Mi",
+        ),
+        (
+            {"size": "1Gi", "quotaBackendBytes": "1Mi"},
+            "spec.storage.quotaBackendBytes",
+            "at least 64Mi",
+        ),
+        (
+            {"size": "1Gi", "quotaBackendBytes": "lots"},
+            "spec.storage.quotaBackendBytes",
+            "not a quantity",
+        ),
+    ],
+)
+def test_storage_problems_name_the_field(storage, field, words):
+    (problem,) = ep.normalize_spec(obj(storage=storage), {})["problems"]
+    assert problem["field"] == field and words in problem["message"]
+
+
+def test_a_quota_within_the_volume_is_taken():
+    spec = ep.normalize_spec(obj(storage={"size": "4Gi", "quotaBackendBytes": "1Gi"}), {})
+    assert spec["quota_bytes"] == ep.GiB and not spec["problems"]
+
+
+@pytest.mark.parametrize(
+    "version, words",
+    [
+        ("3.5.0", "data inconsistency"),
+        ("3.5.2", "3.5.3 or newer"),
+        ("3.7.0", "not 3.4.x"),
+        ("3.5.3", ""),
+    ],
+)
+def test_versions_that_may_never_run(version, words):
+    problem = ep.version_problem(version)
+    assert (words in problem) if words else problem == ""
+
+
+@pytest.mark.parametrize(
+    "current, target, words",
+    [
+        ("3.5.35", "3.5.35", ""),
+        ("3.5.20", "3.5.35", ""),
+        ("3.5.35", "3.5.20", ""),  # patch downgrade within a minor
+        ("3.4.31", "3.5.35", ""),
+        ("3.5.35", "3.6.16", ""),
+        ("3.5.25", "3.6.16", "3.5.26 or newer"),
+        ("3.4.31", "3.6.16", "skips a minor"),
+        ("3.6.16", "3.5.35", "downgrade across a minor"),
+    ],
+)
+def test_version_changes(current, target, words):
+    problem = ep.version_change_problem(current, target, "3.5.26")
+    assert (words in problem) if words else problem == ""
+
+
+@pytest.mark.parametrize(
+    "size, reason",
+    [
+        (1, None),
+        (2, "TwoMemberCluster"),
+        (3, None),
+        (4, "EvenClusterSize"),
+        (5, None),
+        (9, "LargeClusterSize"),
+    ],
+)
+def test_size_warnings(size, reason):
+    warnings = ep.normalize_spec(obj(size=size), {})["warnings"]
+    assert [w["reason"] for w in warnings] == ([reason] if reason else [])
+
+
+# --- healthy, heal, create -----------------------------------------------------------------
+
+
+def test_a_healthy_cluster_has_nothing_to_do():
+    p = ep.plan(healthy3())
+    assert actions(p) == {} and p["refusals"] == [] and p["trusted"]
+    assert p["pdb_min_available"] == 2 and p["cluster_id"] == CID
+
+
+def test_a_new_cluster_before_its_first_member():
+    p = ep.plan({"object": obj(status={}), "pods": [], "claims": [], "info": {}})
+    assert actions(p) == {} and not p["known"] and p["pdb_min_available"] == 2
+
+
+@pytest.mark.parametrize(
+    "pods, heal, ended",
+    [
+        ([pod(0), pod(1)], ["e-2"], []),
+        ([pod(0), pod(1), pod(2, phase="Failed")], ["e-2"], ["e-2"]),
+        ([pod(0), pod(1), pod(2, deleting=True)], [], []),  # waits for it to go first
+        ([], ["e-0", "e-1", "e-2"], []),  # no member answers: every claim gets its Pod back
+    ],
+)
+def test_heal_brings_back_members_from_their_claims(pods, heal, ended):
+    facts = healthy3()
+    facts["pods"] = pods
+    if not pods:
+        facts["info"] = {}
+    p = ep.plan(facts)
+    assert p["heal"] == heal and p["ended"] == ended
+
+
+def test_heal_does_not_wait_behind_a_refused_version_change():
+    facts = healthy3(version="3.4.31")
+    facts["pods"] = [pod(0), pod(1)]
+    p = ep.plan(facts)
+    assert p["heal"] == ["e-2"] and p["versions"]["e-2"] == "3.6.16", "healed on the version it ran"
+    assert [r["reason"] for r in p["refusals"]] == ["UnsafeVersionChange"]
+    assert p["roll"] == []
+
+
+def test_heal_does_not_wait_behind_missing_tls_secrets():
+    facts = healthy3(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}})
+    facts["pods"] = [pod(0), pod(1)]
+    facts["tls"] = {}
+    p = ep.plan(facts)
+    assert p["heal"] == ["e-2"]
+    assert {r["field"] for r in p["refusals"]} == {
+        "spec.tls.secrets.peer",
+        "spec.tls.secrets.server",
+        "spec.tls.secrets.client",
+    }
+
+
+# --- the data-loss guard, fencing and the member's record ----------------------------------
+
+
+GUARD = (
+    '{"level":"fatal","msg":"discovery failed","error":"cannot fetch cluster info from peer '
+    'urls: could not retrieve cluster information from the given URLs"}'
+)
+
+
+def test_a_member_whose_data_is_gone_is_replaced_never_healed():
+    facts = healthy3()
+    facts["pods"] = [pod(0, message=GUARD), pod(1), pod(2)]
+    facts["info"] = info([member(0, healthy=False), member(1), member(2)], leader=1)
+    p = ep.plan(facts)
+    assert p["lost_data"] == ["e-0"] and p["heal"] == []
+    assert [r["name"] for r in p["replace"]] == ["e-0"] and "a0" in p["replace"][0]["reason"]
+    assert p["add"] == ["e-3"], "a fresh member on a fresh claim, under a new name"
+    assert p["stale"] == [] and p["lost"] == []
+
+
+def test_the_guard_on_a_claim_that_never_joined_is_just_a_crash():
+    facts = healthy3()
+    facts["claims"][0] = claim(0, joined=False)
+    facts["pods"] = [pod(0, message=GUARD), pod(1), pod(2)]
+    p = ep.plan(facts)
+    assert p["lost_data"] == [] and p["replace"] == []
+
+
+def test_data_loss_without_quorum_is_only_reported():
+    facts = healthy3()
+    facts["pods"] = [pod(0, message=GUARD), pod(1), pod(2, phase="Pending")]
+    facts["info"] = info(
+        [member(0, healthy=False), member(1), member(2, healthy=False)], leader=None
+    )
+    p = ep.plan(facts)
+    assert p["lost_data"] == ["e-0"] and actions(p) == {}
+    assert "no quorum" in p["withheld"]
+
+
+def test_joined_members_get_their_identity_recorded_on_their_claim():
+    facts = healthy3()
+    facts["claims"] = [claim(0, joined=False), claim(1), claim(2)]
+    (rec,) = ep.plan(facts)["record"]
+    assert rec == {
+        "name": "e-0",
+        "member_id": "a0",
+        "cluster_id": CID,
+        "voter": "true",
+        "version": "3.6.16",
+        "initial_cluster": f"e-0=https://e-0.{DOMAIN}:2380",
+    }
+
+
+def test_a_learner_is_recorded_as_not_voting_and_an_unhealthy_member_not_at_all():
+    facts = healthy3(size=4)
+    facts["claims"] = [claim(i, joined=False) for i in range(4)]
+    facts["pods"] = [pod(i) for i in range(4)]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False), member(3, learner=True)])
+    records = {r["name"]: r["voter"] for r in ep.plan(facts)["record"]}
+    assert records == {"e-0": "true", "e-1": "true", "e-3": "false"}
+
+
+def test_a_member_answering_for_another_cluster_is_fenced_and_replaced():
+    facts = healthy3()
+    facts["info"] = info(
+        [member(0, healthy=False), member(1), member(2)],
+        leader=1,
+        views=[view(0, [0], cluster="f0e"), view(1, [0, 1, 2]), view(2, [0, 1, 2])],
+    )
+    p = ep.plan(facts)
+    assert p["fence"] == [{"name": "e-0", "reason": f"it answers for cluster f0e, not {CID}"}]
+    assert [r["name"] for r in p["replace"]] == ["e-0"] and p["add"] == ["e-3"]
+    assert "e-0" not in {r["name"] for r in p["record"]}
+
+
+def test_a_member_answering_as_another_member_than_its_claim_is_fenced():
+    facts = healthy3()
+    facts["info"]["views"][0]["member_id"] = "b0"
+    assert ep.plan(facts)["fence"] == [
+        {"name": "e-0", "reason": "it answers as member b0, its claim records a0"}
+    ]
+
+
+def test_a_fork_that_answers_first_does_not_make_the_cluster():
+    """etcd_cluster_info took the fork's word (cluster f0e): nothing is trusted, nothing is
+    deleted, and the fork is fenced."""
+    facts = healthy3()
+    facts["info"] = {
+        **info(
+            [member(0)],
+            leader=0,
+            views=[view(0, [0], cluster="f0e"), view(1, [0, 1, 2]), view(2, [0, 1, 2])],
+        ),
+        "cluster_id": "f0e",
+    }
+    p = ep.plan(facts)
+    assert not p["trusted"] and "not the recorded" in p["agreement"]["why"]
+    assert p["stale"] == [] and p["remove"] == [] and p["lost"] == []
+    assert [f["name"] for f in p["fence"]] == ["e-0"]
+
+
+# --- agreement: never on one endpoint's word -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "views, ok",
+    [
+        ([view(0, [0, 1, 2]), view(1, [0, 1, 2]), view(2, [0, 1, 2])], True),
+        ([view(0, [0, 1, 2]), view(1, [0, 1, 2])], True),
+        ([view(0, [0, 1, 2])], False),  # one member's word
+        ([view(0, [0, 1, 2]), view(1, [0, 1, 2], linearizable=False)], False),  # local state only
+        ([view(0, [0, 1, 2]), view(1, [0, 1])], False),  # lists differ
+        (
+            [view(0, [0, 1, 2], cluster="zz"), view(1, [0, 1, 2], cluster="zz")],
+            False,
+        ),  # other cluster
+    ],
+)
+def test_agreement_needs_a_quorum_of_voters_confirming_the_list(views, ok):
+    facts = healthy3()
+    facts["info"] = info([member(i) for i in range(3)], views=views)
+    assert ep.agreement(facts["info"], CID)["ok"] is ok
+
+
+def test_stale_pods_and_claims_go_only_when_an_agreeing_quorum_says_so():
+    facts = healthy3()
+    facts["claims"].append(claim(5))
+    facts["pods"].append(pod(5))
+    assert ep.plan(facts)["stale"] == ["e-5"]
+    facts["info"]["views"] = facts["info"]["views"][:1]
+    p = ep.plan(facts)
+    assert p["stale"] == [] and "confirm the member list" in p["withheld"]
+
+
+def test_the_recorded_cluster_id_comes_from_status_else_the_claims():
+    assert ep.recorded_cluster_id(obj(), []) == CID
+    assert ep.recorded_cluster_id(obj(status={}), [claim(0), claim(1)]) == CID
+    assert ep.recorded_cluster_id(obj(status={}), [claim(0, joined=False)]) == ""
+
+
+def test_without_quorum_nothing_destructive_happens():
+    facts = healthy3()
+    facts["pods"] = [pod(0)]
+    facts["claims"] = [claim(0)]  # two members lost with their claims
+    facts["info"] = info(
+        [member(0), member(1, healthy=False), member(2, healthy=False)], leader=None
+    )
+    p = ep.plan(facts)
+    assert actions(p) == {} and not p["trusted"]
+    assert "no quorum (1 of 3 voting members healthy, 2 needed)" in p["withheld"]
+
+
+# --- membership ----------------------------------------------------------------------------
+
+
+def test_scale_up_adds_the_lowest_free_names():
+    p = ep.plan(healthy3(size=5))
+    assert p["add"] == ["e-3", "e-4"]
+
+
+def test_a_member_removed_by_someone_is_lost_and_replaced():
+    facts = healthy3()
+    facts["claims"] = facts["claims"][:2]
+    facts["pods"] = facts["pods"][:2]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["lost"] == ["e-2"] and p["add"] == ["e-3"]
+
+
+def test_a_removal_recorded_on_the_claim_is_finished():
+    facts = healthy3(size=2)
+    facts["claims"][2]["metadata"]["annotations"][ep.ANN_REMOVING] = "scale-down"
+    p = ep.plan(facts)
+    assert p["lost"] == ["e-2"] and p["heal"] == [] and p["remove"] == []
+
+
+@pytest.mark.parametrize(
+    "members, leader, size, order",
+    [
+        ([member(0), member(1), member(2), member(3), member(4)], 4, 3, ["e-3", "e-2"]),
+        (
+            [member(0), member(1), member(2), member(3), member(4, learner=True)],
+            0,
+            3,
+            ["e-4", "e-3"],
+        ),
+        ([member(0), member(1, healthy=False), member(2), member(3), member(4)], 0, 4, ["e-1"]),
+        ([member(0), member(1), member(2)], 2, 1, None),  # never through a two-member cluster
+    ],
+)
+def test_scale_down_order_learners_unhealthy_then_index_leader_last(members, leader, size, order):
+    n = len(members)
+    facts = {
+        "object": obj(size=size),
+        "pods": [pod(i, voter="false" if members[i]["is_learner"] else "true") for i in range(n)],
+        "claims": [claim(i) for i in range(n)],
+        "info": info(members, leader=leader),
+    }
+    p = ep.plan(facts)
+    if order is None:
+        assert p["remove"] == [] and [r["reason"] for r in p["refusals"]] == ["UnsafeScaleDown"]
+    else:
+        assert p["remove"] == order
+
+
+def test_a_learner_left_behind_is_promoted_and_lowering_size_cancels_it():
+    members = [member(0), member(1), member(2), member(3, learner=True, healthy=False)]
+    facts = {
+        "object": obj(size=4),
+        "pods": [pod(i) for i in range(3)] + [pod(3, voter="false", phase="Pending")],
+        "claims": [claim(i) for i in range(3)] + [claim(3, joined=False)],
+        "info": info(members),
+    }
+    assert ep.plan(facts)["promote"] == ["e-3"]
+    facts["object"] = obj(size=3)
+    p = ep.plan(facts)
+    assert p["remove"] == ["e-3"] and p["promote"] == []
+
+
+def test_no_member_is_added_while_tls_material_is_invalid():
+    facts = healthy3(
+        size=5, tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}
+    )
+    good = {
+        "found": True,
+        "type": "kubernetes.io/tls",
+        "keys": list(ep.TLS_KEYS),
+        "labels": {ep.LABEL_TLS_FOR: "e"},
+    }
+    facts["tls"] = {"peer": good, "server": good, "client": {**good, "labels": {}}}
+    p = ep.plan(facts)
+    assert p["add"] == [] and [r["field"] for r in p["refusals"]] == ["spec.tls.secrets.client"]
+    assert "not labelled etcd.runbook.io/tls-for=e" in p["refusals"][0]["message"]
+    facts["tls"]["client"] = good
+    assert ep.plan(facts)["add"] == ["e-3", "e-4"]
+
+
+@pytest.mark.parametrize(
+    "seen, reason, words",
+    [
+        ({}, "TLSSecretMissing", "does not exist"),
+        ({"found": True, "type": "Opaque"}, "TLSSecretInvalid", "not kubernetes.io/tls"),
+        (
+            {"found": True, "type": "kubernetes.io/tls", "keys": ["tls.crt"]},
+            "TLSSecretInvalid",
+            "lacks tls.key, ca.crt",
+        ),
+    ],
+)
+def test_tls_secrets_must_look_like_tls_material_for_this_cluster(seen, reason, words):
+    spec = ep.normalize_spec(
+        obj(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}), {}
+    )
+    problems = ep.tls_problems({"peer": seen}, spec, "e")
+    assert problems[0]["reason"] == reason and words in problems[0]["message"]
+
+
+# --- rolling -------------------------------------------------------------------------------
+
+
+def test_a_version_change_rolls_followers_first_and_the_leader_last():
+    facts = healthy3(version="3.6.16")
+    facts["claims"] = [claim(i, version="3.5.35") for i in range(3)]
+    facts["pods"] = [pod(i, version="3.5.35") for i in range(3)]
+    facts["info"] = info([member(i) for i in range(3)], leader=0)
+    p = ep.plan(facts)
+    assert p["roll"] == ["e-1", "e-2", "e-0"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"repository": "registry.local/etcd"},
+        {"pod": {"resources": {"limits": {"memory": "1Gi"}}}},
+        {"pod": {"labels": {"team": "a"}}},
+        {"pod": {"annotations": {"x": "y"}}},
+        {"pod": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
+        {"pod": {"affinity": {"nodeAffinity": {}}}},
+        {"storage": {"size": "2Gi"}},
+    ],
+)
+def test_pod_changes_roll_the_members(change):
+    facts = healthy3(**change)
+    if "storage" in change:
+        for c in facts["claims"]:
+            c["status"]["capacity"]["storage"] = "2Gi"
+    assert ep.plan(facts)["roll"] == ["e-1", "e-2", "e-0"]
+
+
+def test_a_volume_grows_first_and_the_quota_follows_its_real_capacity():
+    facts = healthy3(storage={"size": "2Gi"})
+    p = ep.plan(facts)
+    assert p["grow"] == ["e-0-data", "e-1-data", "e-2-data"]
+    assert p["spec"]["quota_bytes"] == 320 * ep.MiB and p["roll"] == [], "not before the disk grew"
+
+
+def test_no_roll_while_a_member_is_unhealthy():
+    facts = healthy3(repository="registry.local/etcd")
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["roll"] == [] and [r["reason"] for r in p["refusals"]] == ["RollBlocked"]
+
+
+# --- pause and the report ------------------------------------------------------------------
+
+
+def test_paused_changes_nothing_but_reports():
+    facts = healthy3(paused=True, size=5)
+    facts["pods"] = facts["pods"][:2]
+    p = ep.plan(facts)
+    assert actions(p) == {} and p["paused"]
+    assert ep.report(facts)["phase"] == "Paused"
+    facts["options"] = {"ignore_pause": True}
+    assert ep.plan(facts)["heal"] == ["e-2"]
+
+
+def cond(r, type_):
+    c = r["conditions"][type_]
+    return c["status"], c["reason"]
+
+
+def test_report_of_a_healthy_cluster():
+    r = ep.report(healthy3())
+    assert r["phase"] == "Running" and not r["failed"]
+    assert cond(r, "Available") == ("True", "QuorumHealthy")
+    assert cond(r, "Progressing") == ("False", "Reconciled")
+    assert cond(r, "Degraded") == ("False", "AllMembersHealthy")
+    assert r["status"]["clusterID"] == CID and r["status"]["readyMembers"] == 3
+    assert r["status"]["currentVersion"] == "3.6.16"
+
+
+@pytest.mark.parametrize(
+    "members, leader, error, reason_words",
+    [
+        (
+            [member(0), member(1, healthy=False), member(2, healthy=False)],
+            None,
+            "",
+            "1 of 3 voting members healthy",
+        ),
+        (None, None, "connection refused", "no member answered: connection refused"),
+    ],
+)
+def test_report_says_quorum_lost_loudly(members, leader, error, reason_words):
+    facts = healthy3()
+    facts["info"] = info(members, leader=leader) if members else {}
+    facts["info_error"] = error
+    r = ep.report(facts)
+    assert r["phase"] == "QuorumLost" and r["failed"]
+    status, reason = cond(r, "Available")
+    assert (status, reason) == ("False", "QuorumLost")
+    assert reason_words in r["conditions"]["Available"]["message"]
+    assert cond(r, "Degraded") == ("True", "QuorumLost")
+    assert any(e["reason"] == "QuorumLost" and e["type"] == "Warning" for e in r["events"])
+
+
+def test_nospace_is_an_alarm_not_lost_quorum():
+    facts = healthy3()
+    facts["info"] = info(
+        [member(i) for i in range(3)], alarms=[{"member_id": "a1", "alarm": "NOSPACE"}]
+    )
+    r = ep.report(facts)
+    assert cond(r, "Available") == ("True", "QuorumHealthy")
+    assert cond(r, "Degraded") == ("True", "Alarm")
+    assert "NOSPACE on e-1" in r["conditions"]["Degraded"]["message"]
+    assert r["status"]["alarms"] == [{"member": "e-1", "alarm": "NOSPACE"}]
+
+
+def test_report_names_the_refusal_and_keeps_availability_true():
+    r = ep.report(healthy3(version="3.4.31"))
+    assert cond(r, "Available") == ("True", "QuorumHealthy")
+    assert cond(r, "Degraded") == ("True", "UnsafeVersionChange")
+    assert cond(r, "Progressing") == ("False", "UnsafeVersionChange")
+    assert r["failed"]
+
+
+def test_report_of_a_new_cluster():
+    r = ep.report({"object": obj(status={}), "pods": [], "claims": [], "info": {}})
+    assert r["phase"] == "Creating" and not r["failed"]
+    assert cond(r, "Available") == ("False", "Creating")
+    assert cond(r, "Degraded")[0] == "False"
+    assert "clusterID" not in r["status"]

@@ -86,7 +86,7 @@ def one_member_cluster(name: str) -> dict[str, Any]:
         "apiVersion": "etcd.runbook.io/v1alpha1",
         "kind": "EtcdCluster",
         "metadata": {"name": name},
-        "spec": {"size": 1, "storage": {"size": "64Mi"}},
+        "spec": {"size": 1, "storage": {"size": "1Gi"}},
     }
 
 

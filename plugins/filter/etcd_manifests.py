@@ -65,6 +65,12 @@ def peer_url(p: dict[str, Any], member: str) -> str:
     return f"{scheme(p)}://{member_fqdn(p, member)}:2380"
 
 
+def initial_cluster_entry(peer: str) -> str:
+    """`<member>=<peer URL>` of --initial-cluster, the member named by its URL's first label."""
+    host = peer.split("://", 1)[-1].split(":", 1)[0]
+    return f"{host.split('.', 1)[0]}={peer}"
+
+
 def token(p: dict[str, Any]) -> str:
     return f"{p['name']}-{(p['uid'] or 'local')[:8]}"
 
@@ -313,6 +319,99 @@ def disruption_budget(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        pod
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+    ]
+
+
+def forward_targets(pods: list[dict[str, Any]]) -> list[str]:
+    """`name=uid` of each running member Pod, as port_forward.py takes them (a Pod re-created
+    under the same name has a new uid and gets a new forward)."""
+    return sorted(f"{pod['metadata']['name']}={pod['metadata']['uid']}" for pod in _running(pods))
+
+
+def endpoints(
+    p: dict[str, Any], pods: list[dict[str, Any]], forwarded: dict[str, str] | None
+) -> dict[str, str]:
+    """Member name -> the client URL this run reaches it at: its port-forward when the run is
+    outside the cluster (`forwarded`: name -> host:port), else its DNS name."""
+    if forwarded is not None:
+        return {name: f"{scheme(p)}://{address}" for name, address in sorted(forwarded.items())}
+    names = sorted(pod["metadata"]["name"] for pod in _running(pods))
+    return {name: f"{scheme(p)}://{member_fqdn(p, name)}:2379" for name in names}
+
+
+def cert_profiles(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The certificates the role issues when spec.tls.secrets is unset. etcd checks a peer's
+    client certificate against its address by DNS, so the peer certificate names every
+    possible member; the server certificate also the client Service and loopback (a
+    port-forward of a run outside the cluster)."""
+    name, ns, domain = p["name"], p["namespace"], p["domain"]
+    members = [f"{name}-{i}" for i in range(10)]
+    member_dns = (
+        [f"{m}.{name}.{ns}.svc.{domain}" for m in members]
+        + [f"{m}.{name}.{ns}.svc" for m in members]
+        + [f"*.{name}.{ns}.svc.{domain}"]
+    )
+    client_service = f"{name}-client"
+    service_dns = [
+        client_service,
+        f"{client_service}.{ns}",
+        f"{client_service}.{ns}.svc",
+        f"{client_service}.{ns}.svc.{domain}",
+    ]
+    return {
+        "peer": {
+            "common_name": f"{name} peer",
+            "sans": [f"DNS:{d}" for d in member_dns],
+            "usage": ["serverAuth", "clientAuth"],
+        },
+        "server": {
+            "common_name": f"{name} server",
+            "sans": [f"DNS:{d}" for d in [*member_dns, *service_dns, "localhost"]]
+            + ["IP:127.0.0.1", "IP:::1"],
+            "usage": ["serverAuth", "clientAuth"],
+        },
+        "client": {"common_name": "etcd-runbook-operator", "sans": [], "usage": ["clientAuth"]},
+    }
+
+
+def tls_pair(signed: dict[str, Any], ca_crt: str) -> dict[str, str]:
+    """A certificate as the signing loop left it (x509_certificate_pipe over openssl_csr_pipe
+    over openssl_privatekey_pipe) as the three keys of a kubernetes.io/tls Secret."""
+    return {
+        "tls.crt": signed["certificate"],
+        "tls.key": signed["item"]["item"]["privatekey"],
+        "ca.crt": ca_crt,
+    }
+
+
+def tls_secrets(
+    p: dict[str, Any], material: dict[str, dict[str, str]], purposes: list[str]
+) -> list[dict[str, Any]]:
+    """The Secrets of the role's own TLS material, one per purpose; the CA's is Opaque (it holds
+    the CA key, which no Pod mounts)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque" if purpose == "ca" else "kubernetes.io/tls",
+            "metadata": {
+                "name": p["spec"]["secrets"][purpose],
+                "namespace": p["namespace"],
+                "labels": {**cluster_labels(p), f"{GROUP}/tls": purpose},
+                "ownerReferences": owner_references(p),
+            },
+            "stringData": material[purpose],
+        }
+        for purpose in purposes
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -321,4 +420,10 @@ class FilterModule:
             "etcd_services": services,
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,
+            "etcd_initial_cluster_entry": initial_cluster_entry,
+            "etcd_endpoints": endpoints,
+            "etcd_forward_targets": forward_targets,
+            "etcd_cert_profiles": cert_profiles,
+            "etcd_tls_pair": tls_pair,
+            "etcd_tls_secrets": tls_secrets,
         }

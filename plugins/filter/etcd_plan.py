@@ -23,6 +23,8 @@ run reaches it at), `tls` (what the TLS Secrets look like, never their data) and
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -340,12 +342,43 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     }
 
 
+def tls_seen(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, Any]:
+    """What the Secret of each purpose (ca, peer, server, client) of the EtcdCluster `obj`
+    looks like, never its data: {found, type, keys}."""
+    names = normalize_spec(obj, {})["secrets"]
+    by_name = {_meta(s).get("name"): s for s in secrets}
+    seen = {}
+    for purpose, name in names.items():
+        secret = by_name.get(name)
+        seen[purpose] = {
+            "found": secret is not None and bool(secret.get("data")),
+            "type": (secret or {}).get("type", ""),
+            "keys": sorted((secret or {}).get("data") or {}),
+        }
+    return seen
+
+
+def tls_material(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The decoded data of each purpose's Secret that exists (kept under no_log)."""
+    names = normalize_spec(obj, {})["secrets"]
+    by_name = {_meta(s).get("name"): s for s in secrets}
+    material = {}
+    for purpose, name in names.items():
+        data = (by_name.get(name) or {}).get("data") or {}
+        try:
+            material[purpose] = {k: base64.b64decode(v).decode() for k, v in data.items()}
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+        if not material[purpose]:
+            del material[purpose]
+    return material
+
+
 def tls_problems(tls: dict[str, Any], spec: dict[str, Any], cluster: str) -> list[dict[str, str]]:
     """Secrets named in spec.tls.secrets must exist and look like TLS material meant for this
-    cluster: type kubernetes.io/tls, tls.crt/tls.key/ca.crt, and the label
-    etcd.runbook.io/tls-for=<cluster>, so an EtcdCluster cannot mount just any Secret of its
-    namespace into its Pods. `tls` holds, per purpose, what the Secret looks like (never its
-    data): {found, type, keys, labels}."""
+    cluster: type kubernetes.io/tls with tls.crt, tls.key and ca.crt, and (checked by the read,
+    which selects on it) the label etcd.runbook.io/tls-for=<cluster>, so an EtcdCluster cannot
+    mount just any Secret of its namespace into its Pods. `tls` is `tls_seen`'s summary."""
     if not spec["tls"] or spec["tls_own"]:
         return []
     problems = []
@@ -355,16 +388,15 @@ def tls_problems(tls: dict[str, Any], spec: dict[str, Any], cluster: str) -> lis
         field = f"spec.tls.secrets.{purpose}"
         why = ""
         if not seen.get("found"):
-            why = f"Secret {secret} does not exist in the cluster's namespace"
+            why = (
+                f"Secret {secret} does not exist in the cluster's namespace, or is not "
+                f"labelled {LABEL_TLS_FOR}={cluster} (label it to confirm it is meant for "
+                "this cluster)"
+            )
         elif seen.get("type") != "kubernetes.io/tls":
             why = f"Secret {secret} is of type {seen.get('type')}, not kubernetes.io/tls"
         elif missing := [k for k in TLS_KEYS if k not in (seen.get("keys") or [])]:
             why = f"Secret {secret} lacks {', '.join(missing)}"
-        elif (seen.get("labels") or {}).get(LABEL_TLS_FOR) != cluster:
-            why = (
-                f"Secret {secret} is not labelled {LABEL_TLS_FOR}={cluster}: label it to "
-                "confirm it is meant for this cluster"
-            )
         if why:
             problems.append(
                 _refusal(
@@ -395,9 +427,11 @@ def pod_hash(spec: dict[str, Any], version: str) -> str:
 
 
 def termination_message(pod: dict[str, Any]) -> str:
-    """The last words of a failed etcd container (kubelet keeps the log tail on error)."""
+    """The last words of the etcd container while it is down (kubelet keeps the log tail of a
+    failed start); '' while it runs: an old failure (a first start that raced DNS) says
+    nothing about now."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") != "etcd":
+        if status.get("name") != "etcd" or "running" in (status.get("state") or {}):
             continue
         for state in (status.get("state") or {}, status.get("lastState") or {}):
             terminated = state.get("terminated") or {}
@@ -425,6 +459,11 @@ def etcd_members(info: dict[str, Any]) -> list[dict[str, Any]]:
         urls = m.get("peer_urls") or []
         members.append({**m, "name": name_from_url(urls[0]) if urls else str(m.get("name", ""))})
     return members
+
+
+def member_healthy(info: dict[str, Any], name: str) -> bool:
+    """Whether etcd reports the member called `name` (by its peer URL) healthy."""
+    return any(m["name"] == name and m.get("healthy") for m in etcd_members(info))
 
 
 def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
@@ -657,7 +696,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # Heal first: a live claim without a Pod gets its Pod back; never a member whose guard
     # tripped (its Pod stays to say why) nor a fenced or removed one (their claims are not live).
     lost_data = sorted(
-        n for n, p in o.pods.items() if not _deleting(p) and data_lost(p, o.live_claims.get(n))
+        n
+        for n, p in o.pods.items()
+        if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not member_healthy(o.info, n)
     )
     ended = sorted(
         n
@@ -775,6 +816,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
                 )
             else:
                 roll = roll_order(differs, o.leader)
+    # Leadership goes first to a member already rolled, else to another healthy voter.
+    others = [m["name"] for m in o.voters if m.get("healthy") and m["name"] != o.leader]
+    transferee = next((n for n in roll if n != o.leader), others[0] if others else "")
 
     if o.hands_off:
         heal, ended, fence, record, relabel = [], [], [], [], []
@@ -798,6 +842,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "cluster_id": o.recorded_id or (o.info.get("cluster_id", "") if o.agreed["ok"] else ""),
         "leader": o.leader,
         "quorum": o.quorum,
+        "member_names": sorted(o.by_name),
         "versions": {n: version_of(n) for n in names},
         "pod_hashes": {n: pod_hash(spec, version_of(n)) for n in names},
         "seed": seed,
@@ -814,7 +859,14 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "add": add,
         "remove": remove,
         "roll": roll,
+        "transferee": transferee if o.trusted else "",
         "lost_data": lost_data,
+        "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
+        "tls_missing": [
+            purpose
+            for purpose in ("ca", "peer", "server", "client")
+            if spec["tls_own"] and not (facts.get("tls") or {}).get(purpose, {}).get("found")
+        ],
         "grow": sorted(
             _meta(c)["name"]
             for c in o.live_claims.values()
@@ -1023,5 +1075,7 @@ class FilterModule:
         return {
             "etcd_cluster_plan": plan,
             "etcd_cluster_report": report,
-            "etcd_quantity": parse_quantity,
+            "etcd_member_healthy": member_healthy,
+            "etcd_tls_seen": tls_seen,
+            "etcd_tls_material": tls_material,
         }

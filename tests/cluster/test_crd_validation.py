@@ -71,7 +71,12 @@ def refused(proc) -> str:
         ({"version": "3.7.0"}, 'spec.version: Invalid value: "3.7.0"'),
         ({"repository": "quay.io/coreos/etcd:v3.5.0"}, "spec.repository: Invalid value"),
         ({"storage": {"size": "1GB"}}, "spec.storage.size: Invalid value"),
-        ({"storage": {"size": "0"}}, "spec.storage.size must be greater than zero"),
+        ({"storage": {"size": "0"}}, "spec.storage.size must be at least 512Mi"),
+        ({"storage": {"size": "256Mi"}}, "spec.storage.size must be at least 512Mi"),
+        (
+            {"storage": {"quotaBackendBytes": "2GB"}},
+            "spec.storage.quotaBackendBytes: Invalid value",
+        ),
         ({"pod": {"antiAffinity": "always"}}, 'spec.pod.antiAffinity: Unsupported value: "always"'),
         (
             {"tls": {"enabled": False, "secrets": {"peer": "p", "server": "s", "client": "c"}}},

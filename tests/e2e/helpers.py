@@ -24,7 +24,7 @@ def etcd_cluster(name: str, size: int = 3, version: str = "3.6.16", **spec: Any)
         "apiVersion": "etcd.runbook.io/v1alpha1",
         "kind": "EtcdCluster",
         "metadata": {"name": name},
-        "spec": {"size": size, "version": version, "storage": {"size": "64Mi"}, **spec},
+        "spec": {"size": size, "version": version, "storage": {"size": "1Gi"}, **spec},
     }
 
 

@@ -6,6 +6,7 @@ the leader last, lost data, forks, one endpoint's word."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -359,6 +360,18 @@ def test_a_member_whose_data_is_gone_is_replaced_never_healed():
     assert p["stale"] == [] and p["lost"] == []
 
 
+def test_an_old_failed_start_of_a_running_healthy_member_is_not_data_loss():
+    """A learner's first start can race its peers' DNS records: the failure stays in the Pod's
+    lastState after it recovered. Neither that nor a healthy member may ever be replaced."""
+    facts = healthy3()
+    running = pod(2, message=GUARD)
+    running["status"]["containerStatuses"][0]["state"] = {"running": {}}
+    facts["pods"] = [pod(0), pod(1), running]
+    assert ep.plan(facts)["lost_data"] == []
+    facts["pods"] = [pod(0), pod(1), pod(2, message=GUARD)]  # crash-looping, yet etcd says healthy
+    assert ep.plan(facts)["lost_data"] == []
+
+
 def test_the_guard_on_a_claim_that_never_joined_is_just_a_crash():
     facts = healthy3()
     facts["claims"][0] = claim(0, joined=False)
@@ -559,16 +572,10 @@ def test_a_learner_left_behind_is_promoted_and_lowering_size_cancels_it():
 
 
 def test_no_member_is_added_while_tls_material_is_invalid():
-    facts = healthy3(
-        size=5, tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}
-    )
-    good = {
-        "found": True,
-        "type": "kubernetes.io/tls",
-        "keys": list(ep.TLS_KEYS),
-        "labels": {ep.LABEL_TLS_FOR: "e"},
-    }
-    facts["tls"] = {"peer": good, "server": good, "client": {**good, "labels": {}}}
+    secrets = {"peer": "p", "server": "s", "client": "c"}
+    facts = healthy3(size=5, tls={"enabled": True, "secrets": secrets})
+    good = {"found": True, "type": "kubernetes.io/tls", "keys": list(ep.TLS_KEYS)}
+    facts["tls"] = {"peer": good, "server": good, "client": {"found": False}}
     p = ep.plan(facts)
     assert p["add"] == [] and [r["field"] for r in p["refusals"]] == ["spec.tls.secrets.client"]
     assert "not labelled etcd.runbook.io/tls-for=e" in p["refusals"][0]["message"]
@@ -576,10 +583,43 @@ def test_no_member_is_added_while_tls_material_is_invalid():
     assert ep.plan(facts)["add"] == ["e-3", "e-4"]
 
 
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_tls_summary_and_material_from_the_secrets_read():
+    secrets = [
+        {
+            "metadata": {"name": "p"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": b64("C"), "tls.key": b64("K"), "ca.crt": b64("A")},
+        },
+        {"metadata": {"name": "other"}, "type": "Opaque", "data": {"x": b64("y")}},
+    ]
+    cluster = obj(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}})
+    seen = ep.tls_seen(secrets, cluster)
+    assert seen["peer"] == {
+        "found": True,
+        "type": "kubernetes.io/tls",
+        "keys": ["ca.crt", "tls.crt", "tls.key"],
+    }
+    assert seen["client"] == {"found": False, "type": "", "keys": []}
+    material = ep.tls_material(secrets, cluster)
+    assert material == {"peer": {"tls.crt": "C", "tls.key": "K", "ca.crt": "A"}}
+
+
+def test_own_tls_material_missing_is_planned_for_creation():
+    facts = healthy3()
+    facts["tls"] = {"ca": {"found": True}, "peer": {"found": True}}
+    assert ep.plan(facts)["tls_missing"] == ["server", "client"]
+    facts["object"]["spec"]["tls"] = {"enabled": False}
+    assert ep.plan(facts)["tls_missing"] == []
+
+
 @pytest.mark.parametrize(
     "seen, reason, words",
     [
-        ({}, "TLSSecretMissing", "does not exist"),
+        ({}, "TLSSecretMissing", "or is not labelled etcd.runbook.io/tls-for=e"),
         ({"found": True, "type": "Opaque"}, "TLSSecretInvalid", "not kubernetes.io/tls"),
         (
             {"found": True, "type": "kubernetes.io/tls", "keys": ["tls.crt"]},
@@ -721,3 +761,16 @@ def test_report_of_a_new_cluster():
     assert cond(r, "Available") == ("False", "Creating")
     assert cond(r, "Degraded")[0] == "False"
     assert "clusterID" not in r["status"]
+
+
+def test_member_healthy_by_name():
+    i = info([member(0), member(1, healthy=False)])
+    assert ep.member_healthy(i, "e-0") and not ep.member_healthy(i, "e-1")
+    assert not ep.member_healthy({}, "e-0")
+
+
+def test_the_leader_hands_over_to_a_member_already_rolled():
+    facts = healthy3(repository="registry.local/etcd")
+    facts["info"] = info([member(i) for i in range(3)], leader=1)
+    p = ep.plan(facts)
+    assert p["roll"] == ["e-0", "e-2", "e-1"] and p["transferee"] == "e-0"

@@ -878,9 +878,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             )
             < spec["volume_bytes"]
         ),
-        "pdb_min_available": quorum_of(len(o.voters))
-        if o.known and o.voters
-        else quorum_of(spec["size"]),
+        # A drain may take members only while a quorum of the larger of the voting membership
+        # and the size asked for stays: during a scale-down it follows the real voters, during
+        # a scale-up it already protects the size being built.
+        "pdb_min_available": quorum_of(max(len(o.voters), spec["size"])),
         "refusals": refusals,
         "warnings": spec["warnings"],
     }

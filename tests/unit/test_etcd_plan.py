@@ -774,3 +774,24 @@ def test_the_leader_hands_over_to_a_member_already_rolled():
     facts["info"] = info([member(i) for i in range(3)], leader=1)
     p = ep.plan(facts)
     assert p["roll"] == ["e-0", "e-2", "e-1"] and p["transferee"] == "e-0"
+
+
+@pytest.mark.parametrize(
+    "voters, size, min_available",
+    [
+        (3, 3, 2),
+        (5, 3, 3),  # scaling down: the real voters, not the size asked for
+        (4, 3, 3),
+        (3, 5, 3),  # scaling up: already the size being built
+        (1, 1, 1),
+        (2, 2, 2),  # no drain at all: the TwoMemberCluster warning says so
+    ],
+)
+def test_the_disruption_budget_follows_the_voting_membership(voters, size, min_available):
+    facts = {
+        "object": obj(size=size),
+        "pods": [pod(i) for i in range(voters)],
+        "claims": [claim(i) for i in range(voters)],
+        "info": info([member(i) for i in range(voters)]),
+    }
+    assert ep.plan(facts)["pdb_min_available"] == min_available

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.helpers import (
     Operator,
@@ -21,7 +22,7 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.k8s_cluster import K8sCluster
+from tests.k8s_cluster import REPO, K8sCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -102,6 +103,27 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
         lambda: events(k8s, ns, "UnsafeVersionChange"), timeout=60, what="UnsafeVersionChange event"
     )
     assert sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name)) == uids
+    images = {p["spec"]["containers"][0]["image"] for p in pods(k8s, ns, name)}
+    assert images == {"gcr.io/etcd-development/etcd:v3.6.16"}
+
+    # Healing does not wait behind the refusal: a deleted member Pod is back within 20 s, on
+    # the version it ran.
+    victim = members[1]
+    old_uid = next(p for p in pods(k8s, ns, name) if p["metadata"]["name"] == victim)["metadata"][
+        "uid"
+    ]
+    deleted_at = time.monotonic()
+    k8s.kubectl("-n", ns, "delete", "pod", victim, "--wait=false")
+    k8s.wait_for(
+        lambda: any(
+            p["metadata"]["name"] == victim and p["metadata"]["uid"] != old_uid
+            for p in pods(k8s, ns, name)
+        ),
+        timeout=HEAL_WITHIN,
+        interval=0.5,
+        what=f"{victim} re-created while the version change is refused",
+    )
+    print(f"healed behind a refusal {time.monotonic() - deleted_at:.1f}s after deletion")
     images = {p["spec"]["containers"][0]["image"] for p in pods(k8s, ns, name)}
     assert images == {"gcr.io/etcd-development/etcd:v3.6.16"}
     k8s.kubectl(
@@ -205,12 +227,46 @@ def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
     got = etcdctl(k8s, ns, first, "get", "upgrade/key", "--print-value-only")
     assert got.strip() == "kept"
 
-    upgraded = events(k8s, ns, "MemberUpgraded")
-    assert len(upgraded) == 3, [e["message"] for e in upgraded]
+    rolled_members = events(k8s, ns, "MemberRolled")
+    assert len(rolled_members) == 3, [e["message"] for e in rolled_members]
     # The roll named the leader of its start last, and handed leadership away before restarting it.
-    started = events(k8s, ns, "UpgradeStarted")
+    started = events(k8s, ns, "RollStarted")
     assert len(started) == 1, [e["message"] for e in started]
-    roll = started[0]["message"].removeprefix("Rolling ").split(" to etcd ")[0].split(", ")
+    roll = started[0]["message"].removeprefix("Rolling ").split(" one at a time")[0].split(", ")
     assert sorted(roll) == sorted(before), roll
     moved = events(k8s, ns, "LeaderMoved")
     assert [e["message"].split()[3] for e in moved] == [roll[-1]], [e["message"] for e in moved]
+
+
+def test_namespaced_mode_denies_secrets_outside_the_watched_namespaces(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator_api: None
+) -> None:
+    """config/namespaced, installed under an operator namespace of its own (so the cluster-wide
+    install's binding does not answer for it), watching the test's namespace."""
+    k8s, watched = k8s_cluster, k8s_namespace
+    home = f"{watched}-op"
+    rendered = k8s.kubectl("kustomize", str(REPO / "config" / "namespaced")).stdout
+    rendered = rendered.replace("etcd-operator-system", home).replace("etcd-clusters", watched)
+    docs = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding")
+    ]
+    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    account = f"system:serviceaccount:{home}:etcd-runbook-operator"
+    try:
+
+        def can(*args: str) -> str:
+            return k8s.kubectl("auth", "can-i", f"--as={account}", *args, check=False).stdout
+
+        assert can("get", "secrets", "-n", watched).strip() == "yes"
+        assert can("create", "pods", "-n", watched).strip() == "yes"
+        assert can("list", "etcdclusters.etcd.runbook.io", "-n", watched).strip() == "yes"
+        for other in ("default", "kube-system", "etcd-operator-system"):
+            assert can("get", "secrets", "-n", other).strip() == "no", other
+            assert can("list", "pods", "-n", other).strip() == "no", other
+        assert can("list", "secrets", "--all-namespaces").strip() == "no"
+        denied = k8s.kubectl(f"--as={account}", "-n", "kube-system", "get", "secrets", check=False)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), denied.stderr
+    finally:
+        k8s.kubectl("delete", "namespace", home, "--wait=false", check=False)

@@ -16,19 +16,23 @@ NAMESPACE = "etcd-operator-system"
 ACCOUNT = "etcd-runbook-operator"
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict[str, Any]]:
+def render(overlay: str) -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl (for its built-in kustomize) is not installed")
     out = subprocess.run(
-        [kubectl, "kustomize", str(ROOT / "config/default")],
+        [kubectl, "kustomize", str(ROOT / "config" / overlay)],
         check=True,
         capture_output=True,
         text=True,
         timeout=60,
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return render("default")
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -113,3 +117,20 @@ def test_metrics_service_targets_the_named_port(rendered):
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_namespaced_mode_grants_the_same_rules_in_the_watched_namespace_only():
+    docs = render("namespaced")
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}, "no cluster-wide rights"
+    cluster_role = yaml.safe_load((ROOT / "config/rbac/role.yaml").read_text())
+    role = one(docs, "Role", ACCOUNT)
+    assert role["metadata"]["namespace"] == "etcd-clusters"
+    assert role["rules"] == cluster_role["rules"], "the two modes must grant the same rules"
+    binding = one(docs, "RoleBinding", ACCOUNT)
+    assert binding["metadata"]["namespace"] == "etcd-clusters"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}
+    ]
+    args = one(docs, "Deployment", ACCOUNT)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=etcd-clusters" in args

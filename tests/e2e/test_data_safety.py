@@ -1,0 +1,381 @@
+"""Data safety end to end: the operator (deployed from its image) on the local Kubernetes, real
+etcd Pods on real volumes. Each test is a way the operator could lose data or lie: a user's
+string run as code, a wiped member coming back under its old identity, lost quorum reported as
+fine, healing stuck behind a refusal, a scale change that drops the disruption budget."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import (
+    Operator,
+    apply,
+    condition,
+    etcd_cluster,
+    etcdctl,
+    events,
+    get,
+    member_list,
+    pods,
+    wait_available,
+)
+from tests.e2e.operator_incluster import NAMESPACE, SELECTOR
+from tests.k8s_cluster import REPO, K8sCluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+AVAILABLE_WITHIN = 300
+# Strings as an attacker writes them into a custom resource. Evaluated, the lookup would run a
+# command in the operator's Pod (whose ServiceAccount reads Secrets and deletes Pods).
+LOOKUP = "{{ lookup('ansible.builtin.pipe', 'touch /tmp/ero-pwned') }}"
+CONCAT = "{{ 'a' ~ 'b' }}"
+NUMBER = "{{ 6 * 7 }}"
+MARKER = Path("/tmp/ero-pwned")
+
+
+def patch(k8s: K8sCluster, ns: str, name: str, body: dict[str, Any]) -> None:
+    k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", json.dumps(body))
+
+
+def wait_condition(
+    k8s: K8sCluster, ns: str, name: str, type_: str, reason: str, timeout: float = 120
+) -> dict[str, Any]:
+    def seen() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", name)
+        return obj if condition(obj, type_).get("reason") == reason else {}
+
+    return k8s.wait_for(seen, timeout=timeout, interval=1, what=f"{type_}={reason}")
+
+
+def operator_has_marker(k8s: K8sCluster) -> bool:
+    pod = get(k8s, NAMESPACE, "pods", "-l", SELECTOR)["items"][0]["metadata"]["name"]
+    probe = k8s.kubectl("-n", NAMESPACE, "exec", pod, "--", "ls", str(MARKER), check=False)
+    return probe.returncode == 0
+
+
+def test_strings_in_the_custom_resource_are_data_never_templates(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "inject"
+    hostile = {"x.example/lookup": LOOKUP, "x.example/concat": CONCAT, "x.example/number": NUMBER}
+    obj = etcd_cluster(name, size=1, pod={"annotations": hostile})
+    obj["metadata"]["annotations"] = hostile
+    apply(k8s, ns, obj)
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    (member,) = pods(k8s, ns, name)
+    got = {k: v for k, v in member["metadata"]["annotations"].items() if k.startswith("x.")}
+    assert got == hostile, "byte for byte, not evaluated"
+    assert not operator_has_marker(k8s), "a lookup in the custom resource ran in the operator"
+
+    # A name the API server would take once evaluated ('erop-' ~ 'hostdir' is the local
+    # StorageClass): kept as written, the claim is refused and nothing is made from it.
+    cls = "{{ 'erop-' ~ 'hostdir' }}"
+    apply(k8s, ns, etcd_cluster("inject-class", size=1, storage={"storageClassName": cls}))
+    degraded = wait_condition(k8s, ns, "inject-class", "Degraded", "StepFailed", timeout=180)
+    assert cls in condition(degraded, "Degraded")["message"]
+    claims = get(k8s, ns, "pvc", "-l", "etcd.runbook.io/cluster=inject-class")["items"]
+    assert claims == []
+
+    # The same object through the break-glass playbook, run by hand with only a kubeconfig.
+    patch(k8s, ns, name, {"spec": {"paused": True}})
+    MARKER.unlink(missing_ok=True)
+    run = subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "ansible-playbook"),
+            str(REPO / "playbooks" / "etcdcluster.yml"),
+            "-e",
+            f"name={name}",
+            "-e",
+            f"namespace={ns}",
+            "-e",
+            "ignore_pause=true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+        env={
+            "PATH": f"{k8s.bin_dir}:{REPO / '.venv' / 'bin'}:/usr/bin:/bin",
+            "KUBECONFIG": str(k8s.kubeconfig),
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "HOME": str(Path.home()),
+        },
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert not MARKER.exists(), "a lookup in the custom resource ran in the hand run"
+    (member,) = pods(k8s, ns, name)
+    got = {k: v for k, v in member["metadata"]["annotations"].items() if k.startswith("x.")}
+    assert got == hostile
+
+
+def _volume_dir(k8s: K8sCluster, ns: str, claim: str) -> Path:
+    pv = get(k8s, ns, "pvc", claim)["spec"]["volumeName"]
+    return Path(get(k8s, "default", "pv", pv)["spec"]["local"]["path"])
+
+
+def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "wiped"
+    apply(k8s, ns, etcd_cluster(name))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    cluster_id = obj["status"]["clusterID"]
+    before = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    victim = f"{name}-0"  # the seed: its first start bootstrapped the cluster
+    others = sorted(n for n in before if n != victim)
+    assert etcdctl(k8s, ns, others[0], "put", "wiped/key", "kept").strip() == "OK"
+    claims_before = {
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    }
+
+    # The seed's volume emptied while its Pod is gone (the operator paused meanwhile, so it
+    # cannot come back before the disk is wiped).
+    patch(k8s, ns, name, {"spec": {"paused": True}})
+    wait_condition(k8s, ns, name, "Progressing", "Paused")
+    k8s.kubectl("-n", ns, "delete", "pod", victim, "--timeout=120s")
+    data = _volume_dir(k8s, ns, f"{victim}-data")
+    for entry in data.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    patch(k8s, ns, name, {"spec": {"paused": False}})
+
+    cluster_ids: set[str] = set()
+    stop = threading.Event()
+
+    def watch_ids() -> None:
+        while not stop.wait(1):
+            got = get(k8s, ns, "etcd", name).get("status", {}).get("clusterID")
+            if got:
+                cluster_ids.add(got)
+
+    watcher = threading.Thread(target=watch_ids, daemon=True)
+    watcher.start()
+
+    def replaced() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        status = o.get("status", {})
+        ids = {m["name"]: m["id"] for m in status.get("members", [])}
+        done = (
+            len(ids) == 3
+            and before[victim] not in ids.values()
+            and status.get("readyMembers") == 3
+            and condition(o, "Available").get("status") == "True"
+        )
+        return o if done else {}
+
+    try:
+        obj = k8s.wait_for(replaced, timeout=600, interval=2, what="the wiped member replaced")
+    finally:
+        stop.set()
+        watcher.join(5)
+    after = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    for other in others:
+        assert after[other] == before[other], "the other members are untouched"
+    claims_after = {
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    }
+    for other in others:
+        assert claims_after[f"{other}-data"] == claims_before[f"{other}-data"]
+    assert cluster_ids == {cluster_id}, f"a second cluster ID was reported: {cluster_ids}"
+    members = member_list(k8s, ns, others[0])
+    assert before[victim] not in {format(m["ID"], "x") for m in members}
+    new = next(n for n in after if after[n] not in before.values())
+    got = etcdctl(k8s, ns, new, "get", "wiped/key", "--print-value-only", "--consistency=s")
+    assert got.strip() == "kept", "the new member has the data, from the others"
+    removed = [e["message"] for e in events(k8s, ns, "MemberRemoved")]
+    assert any(victim in m and "no member data" in m for m in removed), removed
+
+
+def test_quorum_loss_is_said_within_30s_and_nothing_is_destroyed(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "lost"
+    apply(k8s, ns, etcd_cluster(name))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    survivor = sorted(m["name"] for m in obj["status"]["members"])[0]
+    assert etcdctl(k8s, ns, survivor, "put", "lost/key", "kept").strip() == "OK"
+    survivor_claim = get(k8s, ns, "pvc", f"{survivor}-data")["metadata"]["uid"]
+    doomed = [m["name"] for m in obj["status"]["members"] if m["name"] != survivor]
+
+    lost_at = time.monotonic()
+    k8s.kubectl(
+        "-n",
+        ns,
+        "delete",
+        *[f"pod/{n}" for n in doomed],
+        *[f"pvc/{n}-data" for n in doomed],
+        "--wait=false",
+    )
+
+    def quorum_lost() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        lost = (
+            o.get("status", {}).get("phase") == "QuorumLost"
+            and condition(o, "Available").get("status") == "False"
+            and condition(o, "Available").get("reason") == "QuorumLost"
+        )
+        return o if lost else {}
+
+    obj = k8s.wait_for(quorum_lost, timeout=30, interval=0.5, what="QuorumLost")
+    print(f"QuorumLost reported {time.monotonic() - lost_at:.1f}s after the loss")
+    assert events(k8s, ns, "QuorumLost"), "a Warning Event says so"
+
+    # It stays so, and nothing is done to the survivor.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        o = get(k8s, ns, "etcd", name)
+        assert condition(o, "Available").get("status") == "False", o.get("status")
+        time.sleep(3)
+    assert get(k8s, ns, "pvc", f"{survivor}-data")["metadata"]["uid"] == survivor_claim
+    assert [p["metadata"]["name"] for p in pods(k8s, ns, name)] == [survivor]
+    got = etcdctl(k8s, ns, survivor, "get", "lost/key", "--print-value-only", "--consistency=s")
+    assert got.strip() == "kept"
+
+
+def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: list[str]) -> None:
+    """Writes keys through the client Service until stopped (at most 600), remembering each
+    write etcd acknowledged."""
+    for i in range(600):
+        if stop.is_set():
+            return
+        key = f"load/{i:04d}"
+        svc = f"https://{pod.rsplit('-', 1)[0]}-client.{ns}.svc.cluster.local:2379"
+        try:
+            out = etcdctl(k8s, ns, pod, "put", key, str(i), endpoint=svc)
+        except AssertionError:
+            continue
+        if out.strip() == "OK":
+            acked.append(key)
+
+
+def _budget_follows_voters(k8s: K8sCluster, ns: str, name: str) -> tuple[int, int]:
+    """(minAvailable, voting members) now; the budget never lets a drain break quorum."""
+    pdb = get(k8s, ns, "pdb", name)
+    voters = [
+        p
+        for p in pods(k8s, ns, name)
+        if p["metadata"]["labels"].get("etcd.runbook.io/voter") == "true"
+    ]
+    return int(pdb["spec"]["minAvailable"]), len(voters)
+
+
+def test_scale_3_5_3_under_writes_keeps_the_budget_and_every_write(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "scale"
+    apply(k8s, ns, etcd_cluster(name))
+    wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    assert _budget_follows_voters(k8s, ns, name) == (2, 3)
+    writer_pod = f"{name}-0"
+    stop, acked = threading.Event(), list[str]()
+    writer = threading.Thread(target=_writer, args=(k8s, ns, writer_pod, stop, acked), daemon=True)
+    writer.start()
+    samples: list[tuple[int, int]] = []
+    try:
+        for size in (5, 3):
+            patch(k8s, ns, name, {"spec": {"size": size}})
+
+            def settled(size: int = size) -> dict[str, Any]:
+                samples.append(_budget_follows_voters(k8s, ns, name))
+                o = get(k8s, ns, "etcd", name)
+                st = o.get("status", {})
+                done = (
+                    st.get("size") == size
+                    and st.get("readyMembers") == size
+                    and condition(o, "Progressing").get("status") == "False"
+                )
+                return o if done else {}
+
+            k8s.wait_for(settled, timeout=600, interval=1, what=f"{size} members")
+            assert _budget_follows_voters(k8s, ns, name) == (size // 2 + 1, size)
+    finally:
+        stop.set()
+        writer.join(60)
+    # At every sample a drain could take at most the members a quorum can spare.
+    bad = [(m, v) for m, v in samples if v and m < v // 2 + 1]
+    assert not bad, f"the budget let a drain break quorum: {bad}"
+    assert len(acked) > 20, f"the writer got through: {len(acked)} writes"
+    stored = set(etcdctl(k8s, ns, writer_pod, "get", "load/", "--prefix", "--keys-only").split())
+    missing = sorted(set(acked) - stored)
+    assert not missing, f"acknowledged writes lost: {missing[:5]}"
+    assert not [m for m in member_list(k8s, ns, writer_pod) if m.get("isLearner")]
+
+
+def test_member_pods_run_under_the_restricted_pod_security_standard(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "restricted"
+    k8s.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    apply(k8s, ns, etcd_cluster(name, size=1))
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    (member,) = pods(k8s, ns, name)
+    assert member["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_invalid_input_changes_nothing_and_names_the_field(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns = k8s_cluster, k8s_namespace
+    # A TLS Secret not labelled for the cluster is never mounted into its Pods.
+    k8s.kubectl(
+        "-n",
+        ns,
+        "create",
+        "secret",
+        "generic",
+        "someone-elses",
+        "--type=kubernetes.io/tls",
+        "--from-literal=tls.crt=x",
+        "--from-literal=tls.key=y",
+        "--from-literal=ca.crt=z",
+    )
+    secrets = {"peer": "someone-elses", "server": "someone-elses", "client": "someone-elses"}
+    cases = {
+        "broken": ({"version": "3.5.1"}, "InvalidSpec", "spec.version 3.5.1"),
+        "quota": (
+            {"storage": {"size": "1Gi", "quotaBackendBytes": "2Gi"}},
+            "InvalidSpec",
+            "spec.storage.quotaBackendBytes 2Gi does not fit",
+        ),
+        "tls": ({"tls": {"enabled": True, "secrets": secrets}}, "TLSSecretMissing", "tls-for="),
+    }
+    for name, (spec, _reason, _words) in cases.items():
+        obj = etcd_cluster(name, size=1)
+        obj["spec"].update(spec)
+        apply(k8s, ns, obj)
+    for name, (_spec, reason, words) in cases.items():
+        obj = wait_condition(k8s, ns, name, "Degraded", reason)
+        assert words in condition(obj, "Degraded")["message"], condition(obj, "Degraded")
+        assert [e for e in events(k8s, ns, reason) if e["involvedObject"]["name"] == name]
+        assert pods(k8s, ns, name) == []
+        assert get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"] == []
+
+
+def test_a_paused_cluster_is_deleted_only_when_asked(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "paused"
+    apply(k8s, ns, etcd_cluster(name, size=1))
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    patch(k8s, ns, name, {"spec": {"paused": True}})
+    wait_condition(k8s, ns, name, "Progressing", "Paused")
+    k8s.kubectl("-n", ns, "delete", "etcd", name, "--wait=false")
+    wait_condition(k8s, ns, name, "Degraded", "DeletionPaused")
+    assert len(pods(k8s, ns, name)) == 1, "the paused cluster's Pods keep running"
+    k8s.kubectl("-n", ns, "annotate", "etcd", name, "etcd.runbook.io/delete-while-paused=true")
+    k8s.wait_for(
+        lambda: k8s.kubectl("-n", ns, "get", "etcd", name, check=False).returncode != 0,
+        timeout=120,
+        what="the EtcdCluster deleted",
+    )
+    k8s.wait_for(lambda: not pods(k8s, ns, name), timeout=120, what="its Pods gone")

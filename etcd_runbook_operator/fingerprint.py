@@ -25,63 +25,62 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def _digest(doc: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
 
 
-def _inputs(obj: dict[str, Any], annotation_prefixes: Iterable[str]) -> dict[str, Any]:
-    meta = obj.get("metadata", {})
+def _changed(dependent: dict[str, Any]) -> tuple[str, ...]:
+    # List items carry no kind: the uid tells a Pod from a PVC of the same name.
+    meta = _meta(dependent)
+    return (meta.get("uid", ""), meta.get("name", ""), meta.get("resourceVersion", ""))
+
+
+def _urgent(dependent: dict[str, Any]) -> tuple[str, ...]:
+    """Whether it exists, is being deleted and is ready (a Pod's Ready condition, else the
+    object's phase: a claim's Bound)."""
+    meta = _meta(dependent)
+    status = dependent.get("status") or {}
+    ready = next(
+        (str(c.get("status")) for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+        str(status.get("phase") or ""),
+    )
+    return (
+        meta.get("uid", ""),
+        meta.get("name", ""),
+        str(bool(meta.get("deletionTimestamp"))),
+        ready,
+    )
+
+
+def _fingerprint(
+    obj: dict[str, Any],
+    dependents: Iterable[dict[str, Any]],
+    annotation_prefixes: Iterable[str],
+    dependent_key: Callable[[dict[str, Any]], tuple[str, ...]],
+) -> str:
+    meta = _meta(obj)
     prefixes = tuple(annotation_prefixes)
-    return {
+    doc = {
         "generation": meta.get("generation"),
         "spec": obj.get("spec"),
         "annotations": {
             k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(prefixes)
         },
+        "dependents": sorted(dependent_key(d) for d in dependents),
     }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def fingerprint(
-    obj: dict[str, Any],
-    dependents: Iterable[dict[str, Any]],
-    annotation_prefixes: Iterable[str],
+    obj: dict[str, Any], dependents: Iterable[dict[str, Any]], annotation_prefixes: Iterable[str]
 ) -> str:
-    deps = sorted(
-        (
-            # List items carry no kind: the uid tells a Pod from a PVC of the same name.
-            d.get("metadata", {}).get("uid", ""),
-            d.get("metadata", {}).get("name", ""),
-            d.get("metadata", {}).get("resourceVersion", ""),
-        )
-        for d in dependents
-    )
-    return _digest({**_inputs(obj, annotation_prefixes), "dependents": deps})
-
-
-def _ready(dependent: dict[str, Any]) -> str:
-    """A Pod's Ready condition, else the object's phase (a claim's Bound), else ''."""
-    status = dependent.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return str(cond.get("status"))
-    return str(status.get("phase") or "")
+    return _fingerprint(obj, dependents, annotation_prefixes, _changed)
 
 
 def urgent_fingerprint(
-    obj: dict[str, Any],
-    dependents: Iterable[dict[str, Any]],
-    annotation_prefixes: Iterable[str],
+    obj: dict[str, Any], dependents: Iterable[dict[str, Any]], annotation_prefixes: Iterable[str]
 ) -> str:
-    deps = sorted(
-        (
-            d.get("metadata", {}).get("uid", ""),
-            d.get("metadata", {}).get("name", ""),
-            bool(d.get("metadata", {}).get("deletionTimestamp")),
-            _ready(d),
-        )
-        for d in dependents
-    )
-    return _digest({**_inputs(obj, annotation_prefixes), "dependents": deps})
+    return _fingerprint(obj, dependents, annotation_prefixes, _urgent)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ A Pod of an object that is deleted by someone else while the object's reconcile 
 preempts that run: it stops at its next task boundary (or between the attempts of an
 interruptible wait) and the object is reconciled again at once, so a lost member is brought back
 in seconds instead of after whatever the run was doing. The runbook marks the Pods it deletes
-itself with the annotation `<group>/deleted-by-runbook`; those never preempt.
+itself with the annotation `<group>/deleted-by-runbook`; those never preempt. A new generation
+of the object (its spec changed) preempts the same way: a run waiting for a learner that never
+starts gives way at once to the run that cancels it (a lower spec.size).
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._worker_threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._running: set[ObjKey] = set()
+        self._running: dict[ObjKey, int] = {}  # key -> generation the run in flight acts on
         self._preempted: set[ObjKey] = set()
         self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
         self.runbook_deletion_annotation = f"{watch.group}/deleted-by-runbook"
@@ -118,7 +120,13 @@ class Controller:
         self.metrics.queue_depth.labels(self.watch.kind).set(self.queue.depth())
 
     def _on_primary(self, event: str, obj: dict[str, Any]) -> None:
-        self._enqueue(obj_key(obj))
+        key = obj_key(obj)
+        generation = int(obj.get("metadata", {}).get("generation") or 0)
+        with self._lock:
+            newer = key in self._running and generation > self._running[key]
+        if newer:
+            self._preempt(key, f"generation {generation} of the spec")
+        self._enqueue(key)
 
     def _on_dependent(self, event: str, obj: dict[str, Any]) -> None:
         key = owner_key(obj, self.watch)
@@ -128,7 +136,7 @@ class Controller:
     def _on_pod(self, event: str, obj: dict[str, Any]) -> None:
         key = owner_key(obj, self.watch)
         if key and self._lost_by_outside_hand(event, obj):
-            self._preempt(key, obj)
+            self._preempt(key, f"Pod {obj['metadata'].get('name')} deleted")
         self._on_dependent(event, obj)
 
     def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
@@ -145,17 +153,17 @@ class Controller:
             self._deletions_seen.append(uid)
         return True
 
-    def _preempt(self, key: ObjKey, pod: dict[str, Any]) -> None:
+    def _preempt(self, key: ObjKey, why: str) -> None:
         with self._lock:
             if key not in self._running or key in self._preempted:
                 return
             self._preempted.add(key)
         if self.runner.stop_at_task_boundary(run_name(key)):
             log.info(
-                "%s %s/%s: Pod %s deleted; the run in flight stops at its next task boundary",
+                "%s %s/%s: %s; the run in flight stops at its next task boundary",
                 self.watch.kind,
                 *key,
-                pod["metadata"].get("name"),
+                why,
             )
 
     def _is_preempted(self, key: ObjKey) -> bool:
@@ -269,12 +277,12 @@ class Controller:
                 lambda o: conditions.before_run(o.get("status"), generation, now_rfc3339()),
             )
         with self._lock:
-            self._running.add(key)
+            self._running[key] = generation
         try:
             result = self._run(obj, self.watch.target)
         finally:
             with self._lock:
-                self._running.discard(key)
+                self._running.pop(key, None)
                 preempted = key in self._preempted
                 self._preempted.discard(key)
         if result is None:

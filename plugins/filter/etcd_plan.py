@@ -447,6 +447,13 @@ def data_lost(pod: dict[str, Any], claim: dict[str, Any] | None) -> bool:
     return DATA_LOST_SIGN in termination_message(pod).lower()
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
 def _phase(pod: dict[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
@@ -700,10 +707,23 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         for n, p in o.pods.items()
         if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not member_healthy(o.info, n)
     )
+    # Pods that ended, and Pods of members that are down anyway on an outdated Pod (a roll to a
+    # Pod that cannot run, say, whose spec was then fixed): re-making either costs no
+    # availability, and a roll would wait for them forever.
     ended = sorted(
         n
         for n, p in o.pods.items()
-        if not _deleting(p) and _phase(p) in ("Failed", "Succeeded") and n in o.live_claims
+        if not _deleting(p)
+        and n in o.live_claims
+        and n not in lost_data
+        and (
+            _phase(p) in ("Failed", "Succeeded")
+            or (
+                not pod_ready(p)
+                and not member_healthy(o.info, n)
+                and annotations_of(p).get(ANN_POD_HASH) != pod_hash(spec, version_of(n))
+            )
+        )
     )
     leaving = sorted(n for n, p in o.pods.items() if _deleting(p))
     heal = sorted(

@@ -65,6 +65,7 @@ def pod(
     voter: str = "true",
     message: str = "",
     deleting: bool = False,
+    ready: bool = True,
 ) -> dict[str, Any]:
     spec = ep.normalize_spec(obj(), {})
     meta: dict[str, Any] = {
@@ -74,7 +75,10 @@ def pod(
     }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    status: dict[str, Any] = {"phase": phase}
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+    }
     if message:
         status["containerStatuses"] = [
             {
@@ -316,6 +320,18 @@ def test_heal_brings_back_members_from_their_claims(pods, heal, ended):
         facts["info"] = {}
     p = ep.plan(facts)
     assert p["heal"] == heal and p["ended"] == ended
+
+
+def test_a_member_down_on_an_outdated_pod_is_remade_at_once():
+    """A roll to a Pod that cannot run (unschedulable, say), then the spec fixed: the member is
+    down anyway, so its Pod is re-made now instead of waiting for a roll that waits for it."""
+    facts = healthy3()
+    facts["pods"][2] = pod(2, phase="Pending", hash_="from-the-bad-spec", ready=False)
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["ended"] == ["e-2"] and p["heal"] == ["e-2"] and p["roll"] == []
+    facts["pods"][2] = pod(2, phase="Pending", ready=False)  # current Pod, still starting
+    assert ep.plan(facts)["ended"] == []
 
 
 def test_heal_does_not_wait_behind_a_refused_version_change():

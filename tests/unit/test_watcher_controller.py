@@ -285,6 +285,28 @@ def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
     assert len(runner.runs) == 2 and cond(kube, "Available")["status"] == "True"
 
 
+def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
+    stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
+    kube, runner, ctl, _ = make(tmp_path, [stopped, result()])
+
+    def spec_changed() -> None:
+        obj = kube.objects[PATH]
+        ctl._on_primary("MODIFIED", obj)  # the same generation (a status write): no
+        assert runner.stop_requests == []
+        obj["spec"]["size"] = 1
+        obj["metadata"]["generation"] = 2
+        ctl._on_primary("MODIFIED", obj)
+
+    runner.during_run = spec_changed
+    ctl.queue.add(KEY)
+    assert ctl.queue.get(0) == KEY
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1"]
+    assert ctl.queue.failures(KEY) == 0
+    ctl.queue.done(KEY)
+    assert ctl.queue.get(0) == KEY, "reconciled again at once, with the new spec"
+
+
 def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
     own = {"test.runbook.io/deleted-by-runbook": "upgrade"}

@@ -65,6 +65,16 @@ def operator(
             op.start(apply=False)
         if isinstance(op, InClusterOperator):
             op.wait_running()
+        # A test may leave a cluster paused, whose deletion waits for this explicit override.
+        k8s_cluster.kubectl(
+            "-n",
+            k8s_namespace,
+            "annotate",
+            "etcd",
+            "--all",
+            "etcd.runbook.io/delete-while-paused=true",
+            check=False,
+        )
         k8s_cluster.kubectl(
             "-n", k8s_namespace, "delete", "etcd", "--all", "--timeout=120s", check=False
         )

@@ -372,8 +372,10 @@ class Controller:
 
     def _report(self, key: ObjKey, obj: dict[str, Any], result: RunResult, generation: int) -> None:
         stats = result.stats if isinstance(result.stats, dict) else {}
+        announced = set()
         for ev in stats.get("operator_events") or []:
             if isinstance(ev, dict) and ev.get("reason"):
+                announced.add(str(ev["reason"]))
                 self.recorder.emit(
                     obj,
                     str(ev.get("type", "Normal")),
@@ -385,9 +387,11 @@ class Controller:
             degraded = (stats.get("operator_conditions") or {}).get("Degraded") or {}
             reason = degraded.get("reason") if isinstance(degraded, dict) else None
             message = degraded.get("message") if isinstance(degraded, dict) else None
-            self.recorder.emit(
-                obj, "Warning", str(reason or "RunbookFailed"), str(message or failure)
-            )
+            # One Warning per failed run: the role's own, when it sent one for this reason.
+            if str(reason or "RunbookFailed") not in announced:
+                self.recorder.emit(
+                    obj, "Warning", str(reason or "RunbookFailed"), str(message or failure)
+                )
         if self.watch.manage_status:
             update_status(
                 self.kube,

@@ -364,3 +364,16 @@ def test_a_failing_object_backs_off_exponentially_but_not_from_urgent_changes(tm
     now[0] = 8.0
     ctl.reconcile(KEY)
     assert len(runner.runs) == 5
+
+
+def test_a_failure_the_role_announced_is_not_announced_twice(tmp_path):
+    stats = {
+        "operator_conditions": {
+            "Degraded": {"status": "True", "reason": "Refused", "message": "m"}
+        },
+        "operator_events": [{"type": "Warning", "reason": "Refused", "message": "m"}],
+    }
+    kube, _runner, ctl, _ = make(tmp_path, [result(False, stats=stats, task="t", msg="m")])
+    ctl.reconcile(KEY)
+    warnings = [o for p, o in kube.objects.items() if "/events/" in p]
+    assert [(e["reason"], e["count"]) for e in warnings] == [("Refused", 1)]

@@ -241,7 +241,13 @@ class Controller:
         fin = self.watch.finalizer
         if meta.get("deletionTimestamp"):
             if fin and fin.name in (meta.get("finalizers") or []):
-                self._finalize(key, obj, fin.name, fin.target)
+                urgent = urgent_fingerprint(
+                    obj, self.dependents_of(key), self.watch.fingerprint_annotations
+                )
+                if self.skips.backing_off(key, urgent):
+                    self.metrics.reconcile_skipped.labels(self.watch.kind).inc()
+                    return
+                self._finalize(key, obj, fin.name, fin.target, urgent)
             return
         if fin and fin.name not in (meta.get("finalizers") or []):
             added = update_finalizers(
@@ -299,7 +305,9 @@ class Controller:
         else:
             self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
 
-    def _finalize(self, key: ObjKey, obj: dict[str, Any], fin_name: str, target: Target) -> None:
+    def _finalize(
+        self, key: ObjKey, obj: dict[str, Any], fin_name: str, target: Target, urgent: str
+    ) -> None:
         namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
         result = self._run(obj, target)
@@ -308,7 +316,7 @@ class Controller:
         self._report(key, obj, result, generation)
         if not result.ok:
             # The finalizer stays: deleting now could orphan data the runbook did not clean up.
-            self.queue.add_rate_limited(key)
+            self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
             return
         update_finalizers(
             self.kube, self.resource, namespace, name, lambda f: [x for x in f if x != fin_name]

@@ -97,12 +97,18 @@ class SkipTracker:
         self._failed: dict[Hashable, _Failure] = {}
         self._lock = threading.Lock()
 
+    def backing_off(self, key: Hashable, urgent: str) -> bool:
+        """The last run failed, its retry time has not come and nothing urgent changed."""
+        with self._lock:
+            failed = self._failed.get(key)
+        return failed is not None and failed.urgent == urgent and self.clock() < failed.retry_at
+
     def should_skip(self, key: Hashable, fp: str, urgent: str) -> bool:
         with self._lock:
             failed = self._failed.get(key)
             last = self._last.get(key)
         if failed is not None:
-            return failed.urgent == urgent and self.clock() < failed.retry_at
+            return self.backing_off(key, urgent)
         return last is not None and last[0] == fp and self.clock() - last[1] < self.max_age
 
     def record_success(self, key: Hashable, fp: str) -> None:

@@ -188,6 +188,7 @@ def test_deletion_runs_finalizer_then_removes_it(tmp_path):
     assert kube.objects[PATH]["metadata"]["finalizers"] == ["test.runbook.io/finalizer"], (
         "a failed finalizer run keeps the finalizer"
     )
+    ctl.skips.clock = lambda: 1e12  # past the retry time
     ctl.reconcile(KEY)
     assert PATH not in kube.objects, "finalizer removed after success, object gone"
     ctl.reconcile(KEY)  # 404: nothing to do
@@ -377,3 +378,18 @@ def test_a_failure_the_role_announced_is_not_announced_twice(tmp_path):
     ctl.reconcile(KEY)
     warnings = [o for p, o in kube.objects.items() if "/events/" in p]
     assert [(e["reason"], e["count"]) for e in warnings] == [("Refused", 1)]
+
+
+def test_a_failing_finalizer_backs_off_too(tmp_path):
+    kube, runner, ctl, _ = make(tmp_path, [result(False, task="t", msg="paused")] * 3)
+    now = [0.0]
+    ctl.skips.clock = lambda: now[0]
+    kube.objects[PATH]["metadata"]["finalizers"] = [FIN.name]
+    kube.objects[PATH]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    ctl.reconcile(KEY)
+    ctl.reconcile(KEY)  # its own status write: waits for the retry time
+    assert len(runner.runs) == 1
+    kube.objects[PATH]["metadata"]["annotations"] = {"test.runbook.io/delete-while-paused": "1"}
+    ctl.reconcile(KEY)  # the override: at once
+    assert len(runner.runs) == 2
+    assert kube.objects[PATH]["metadata"]["finalizers"] == [FIN.name], "kept while it fails"

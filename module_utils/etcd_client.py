@@ -18,7 +18,7 @@ import json
 import ssl
 import sys
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TypeVar
@@ -532,12 +532,16 @@ class EtcdClient:
         """The version the cluster runs at (the lowest of its members', as etcd decides)."""
         return self._on_cluster("read version", lambda ep: ep.version().get("etcdcluster", ""))
 
-    def member_views(self, urls: Sequence[str]) -> list[MemberView]:
-        """Each URL's own member list, asked in parallel: linearizable (through the leader)
-        where the member can, else from its local state. An endpoint that answers neither
-        gives a view with only `errors`; only bad input or an auth failure raises."""
+    def member_views(
+        self, urls: Sequence[str], linearizable: Collection[str] = ()
+    ) -> list[MemberView]:
+        """Each URL's own member list, asked in parallel: for the URLs in `linearizable`
+        through the leader where the member can, else (and for the others) from its local
+        state. An endpoint that answers neither gives a view with only `errors`; only bad
+        input or an auth failure raises."""
         self._authenticate()
         endpoints = [self.endpoint(url) for url in urls]
+        through_leader = {self.endpoint(url).url for url in linearizable}
 
         async def ask(endpoint: EndpointClient, linearizable: bool) -> MemberView:
             async def run(services: _Services, deadline: float | None) -> MemberView:
@@ -559,6 +563,9 @@ class EtcdClient:
                 endpoint: EndpointClient,
             ) -> tuple[MemberView | BaseException, MemberView | BaseException]:
                 answers: tuple[MemberView | BaseException, MemberView | BaseException]
+                if endpoint.url not in through_leader:
+                    local = await asyncio.gather(ask(endpoint, False), return_exceptions=True)
+                    return local[0], local[0]
                 answers = await asyncio.gather(
                     ask(endpoint, True), ask(endpoint, False), return_exceptions=True
                 )

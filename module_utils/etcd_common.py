@@ -6,7 +6,11 @@ from `etcdctl member list` can be given to a module and vice versa.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +32,26 @@ def connection_argument_spec() -> dict[str, Any]:
         "password": {"type": "str", "no_log": True},
         "timeout": {"type": "float", "default": DEFAULT_TIMEOUT},
         "cluster_id": {"type": "str"},
+        "ca_cert_content": {"type": "str"},
+        "client_cert_content": {"type": "str"},
+        "client_key_content": {"type": "str", "no_log": True},
     }
+
+
+_private_dir: list[str] = []
+
+
+def _private_file(name: str, content: str) -> str:
+    """`content` in a file only this process can read, removed when the process ends: TLS
+    libraries take certificate chains and keys as paths."""
+    if not _private_dir:
+        _private_dir.append(tempfile.mkdtemp(prefix="etcd-module-"))
+        atexit.register(shutil.rmtree, _private_dir[0], True)
+    path = os.path.join(_private_dir[0], name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+    return path
 
 
 def connection_required_together() -> list[list[str]]:
@@ -114,12 +137,19 @@ class ConnectionParams:
 
     @classmethod
     def from_module_params(cls, params: dict[str, Any]) -> ConnectionParams:
-        """Build from AnsibleModule.params and validate; raises EtcdInputError."""
+        """Build from AnsibleModule.params and validate; raises EtcdInputError. PEM given as
+        content (`*_content`) is written to files private to this process."""
+        files = {}
+        for option in ("ca_cert", "client_cert", "client_key"):
+            content = params.get(f"{option}_content")
+            if content and params.get(option):
+                raise EtcdInputError(f"give {option} or {option}_content, not both")
+            files[option] = _private_file(option, content) if content else params.get(option)
         connection = cls(
             endpoints=tuple(params.get("endpoints") or ()),
-            ca_cert=params.get("ca_cert"),
-            client_cert=params.get("client_cert"),
-            client_key=params.get("client_key"),
+            ca_cert=files["ca_cert"],
+            client_cert=files["client_cert"],
+            client_key=files["client_key"],
             user=params.get("user"),
             password=params.get("password"),
             timeout=float(params.get("timeout") or DEFAULT_TIMEOUT),

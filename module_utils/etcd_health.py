@@ -103,9 +103,14 @@ def choose_view(views: Sequence[MemberView], expected: str | None) -> MemberView
     )
 
 
-def _views(client: EtcdClient) -> tuple[MemberView, list[MemberView]]:
-    """The chosen view and every view, members not among the given endpoints asked too."""
-    views = client.member_views(list(client.params.endpoints))
+def _views(
+    client: EtcdClient, urls: list[str], statuses: list[EndpointStatus]
+) -> tuple[MemberView, list[MemberView]]:
+    """The chosen view and every view, members not among the given endpoints asked too. Only
+    an endpoint that knows a leader is asked for a linearizable list: without one it could only
+    time out."""
+    led = {s.endpoint for s in statuses if s.leader}
+    views = client.member_views(urls, linearizable=led)
     chosen = choose_view(views, client.params.cluster_id)
     if chosen is not None:
         heard = {v.member_id for v in views if v.cluster_id}
@@ -118,7 +123,7 @@ def _views(client: EtcdClient) -> tuple[MemberView, list[MemberView]]:
             if url.rstrip("/") not in asked
         ]
         if extra:
-            views += client.member_views(extra)
+            views += client.member_views(extra, linearizable=extra)
             chosen = choose_view(views, client.params.cluster_id) or chosen
     if chosen is None:
         others = sorted({v.cluster_id for v in views if v.cluster_id})
@@ -137,10 +142,11 @@ def _views(client: EtcdClient) -> tuple[MemberView, list[MemberView]]:
 
 def cluster_health(client: EtcdClient) -> ClusterHealth:
     """Member list plus the status of every member (raises only if no endpoint answers)."""
-    chosen, views = _views(client)
+    given = list(client.params.endpoints)
+    statuses = client.statuses(given)
+    chosen, views = _views(client, given, statuses)
     cluster_id, members = chosen.cluster_id or "", chosen.members
-    statuses = client.statuses(client.trusted(list(client.params.endpoints)))
-    answered = {s.member_id for s in statuses if s.healthy}
+    answered = {s.member_id for s in statuses if s.healthy and s.cluster_id == cluster_id}
     queried = {s.endpoint for s in statuses}
     extra = [
         url

@@ -40,6 +40,20 @@ options:
       - Seconds to wait for each call to etcd.
     type: float
     default: 10.0
+  ca_cert_content:
+    description:
+      - The PEM of O(ca_cert) itself, for a caller that holds it in memory (from a Secret).
+      - Mutually exclusive with O(ca_cert).
+    type: str
+  client_cert_content:
+    description:
+      - The PEM of O(client_cert) itself. Mutually exclusive with O(client_cert).
+    type: str
+  client_key_content:
+    description:
+      - The PEM of O(client_key) itself, never logged. Mutually exclusive with O(client_key).
+      - Written to a file only the module's process can read, removed when it ends.
+    type: str
   cluster_id:
     description:
       - The cluster ID (hex) the endpoints must belong to, as recorded when the cluster was

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tests.ansible_adhoc import run_module
@@ -95,9 +99,9 @@ def test_a_stranger_among_the_endpoints_is_never_trusted(etcd_cluster_factory, v
         assert r["cluster_id"] == real_id
         assert sorted(m["name"] for m in r["members"]) == ["m1", "m2", "m3"]
         assert r["quorum"]["ok"] and r["quorum"]["healthy_voters"] == 3
-        assert not [s for s in r["status"] if s["endpoint"] == fork.client_urls[0]], (
-            "a stranger is not asked for its status"
-        )
+        stranger = next(s for s in r["status"] if s["endpoint"] == fork.client_urls[0])
+        assert stranger["healthy"] is False and stranger["cluster_id"] == fork_id
+        assert f"answers for another cluster, {fork_id}" in stranger["errors"][-1]
         view = next(v for v in r["views"] if v["endpoint"] == fork.client_urls[0])
         assert view["cluster_id"] == fork_id
     # Told to expect the stranger's cluster, only the stranger counts; told an unknown one,
@@ -129,3 +133,28 @@ def test_quorum_lost_is_reported_from_the_survivors_local_view(etcd_cluster_fact
     assert all(v["errors"] for v in r["views"] if v is not view), "the dead were asked too"
     # 3.5 and later serve a linearizable member list only with a leader; 3.4 never asks one.
     assert view["linearizable"] is (version == "3.4")
+
+
+def test_tls_material_given_as_content_leaves_no_file_behind(etcd_cluster_factory, tmp_path):
+    """The role hands the client certificate straight from its Secret: as content."""
+    c = etcd_cluster_factory(version="3.6", size=1, tls=True)
+    args = {
+        "endpoints": c.client_urls,
+        "ca_cert_content": Path(str(c.ca_cert)).read_text(),
+        "client_cert_content": Path(str(c.client_cert)).read_text(),
+        "client_key_content": Path(str(c.client_key)).read_text(),
+    }
+
+    def leftovers() -> set[Path]:
+        roots = [Path(tempfile.gettempdir()), Path.home() / ".ansible" / "tmp"]
+        return {p for root in roots if root.is_dir() for p in root.rglob("etcd-module-*")}
+
+    before = leftovers()
+    r = run_module("etcd_cluster_info", args)
+    assert not r.get("failed"), r.get("msg")
+    assert r["quorum"]["ok"] and r["cluster_version"] == "3.6.0"
+    assert leftovers() == before, "the module's private files were left behind"
+    key = args["client_key_content"]
+    assert key not in json.dumps(r), "the key never comes back in the result"
+    both = run_module("etcd_cluster_info", {**args, "ca_cert": str(c.ca_cert)})
+    assert both.get("failed") and "ca_cert or ca_cert_content" in both["msg"], both

@@ -412,6 +412,15 @@ def tls_secrets(
     ]
 
 
+def replace_objects(
+    observed: list[dict[str, Any]], updated: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The observed objects with the ones this run just wrote in their place (by name)."""
+    fresh = {obj["metadata"]["name"]: obj for obj in updated if obj}
+    kept = [obj for obj in observed if obj["metadata"]["name"] not in fresh]
+    return kept + list(fresh.values())
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -426,4 +435,5 @@ class FilterModule:
             "etcd_cert_profiles": cert_profiles,
             "etcd_tls_pair": tls_pair,
             "etcd_tls_secrets": tls_secrets,
+            "etcd_replace_objects": replace_objects,
         }

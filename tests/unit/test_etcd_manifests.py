@@ -156,3 +156,12 @@ def test_plain_http_cluster():
     assert "--listen-client-urls=http://0.0.0.0:2379" in args
     assert not [a for a in args if "cert" in a]
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["data"]
+
+
+def test_objects_written_by_the_run_replace_the_observed_ones():
+    observed = [{"metadata": {"name": "a", "v": 1}}, {"metadata": {"name": "b", "v": 1}}]
+    updated = [{"metadata": {"name": "b", "v": 2}}, {}]
+    assert em.replace_objects(observed, updated) == [
+        {"metadata": {"name": "a", "v": 1}},
+        {"metadata": {"name": "b", "v": 2}},
+    ]

@@ -155,7 +155,8 @@ def test_create_status_event_dependent_spec_change_and_finalizer(
     )
     assert w["status"]["color"] == "red"
 
-    # A refusal: Degraded with the runbook's reason, a Warning event, Available untouched.
+    # A refusal: Degraded with the runbook's reason, a Warning event; a failed run that does not
+    # say whether the widget is available leaves Available Unknown, never its old value.
     k8s_cluster.kubectl(
         "-n",
         ns,
@@ -176,7 +177,8 @@ def test_create_status_event_dependent_spec_change_and_finalizer(
     )
     assert condition(w, "Degraded")["reason"] == "WidgetRefused"
     assert condition(w, "Degraded")["message"] == "widgets never shrink"
-    assert condition(w, "Available")["status"] == "True"
+    assert condition(w, "Available")["status"] == "Unknown"
+    assert condition(w, "Available")["reason"] == "RunbookFailed"
     k8s_cluster.wait_for(
         lambda: any(
             e["reason"] == "WidgetRefused" and e["type"] == "Warning"

@@ -134,10 +134,20 @@ def _views(
             )
         reasons = "; ".join(e for v in views for e in v.errors)
         raise EtcdUnreachableError(f"member list failed on every endpoint: {reasons}")
-    client.distrust(
-        [v.endpoint for v in views if v.cluster_id and v.cluster_id != chosen.cluster_id]
-    )
+    client.distrust([v.endpoint for v in views if is_stranger(v, chosen)])
     return chosen, views
+
+
+def is_stranger(view: MemberView, chosen: MemberView) -> bool:
+    """A view of another cluster, or a leader of its own under the same cluster ID (a fork):
+    its linearizable list does not even hold a quorum of the chosen list's voters."""
+    if not view.cluster_id:
+        return False
+    if view.cluster_id != chosen.cluster_id:
+        return True
+    voters = {m.id for m in chosen.members if not m.is_learner}
+    shared = len(set(view.member_ids) & voters)
+    return view.linearizable and shared < quorum_of(len(voters))
 
 
 def cluster_health(client: EtcdClient) -> ClusterHealth:

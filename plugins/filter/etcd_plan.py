@@ -68,9 +68,14 @@ MAX_QUOTA = 8 * GiB  # etcd's suggested maximum
 # Releases with known data inconsistency bugs (etcd's 3.5.3 announcement).
 BROKEN_VERSIONS = ("3.5.0", "3.5.1", "3.5.2")
 
-# What etcd 3.4 to 3.6 log when a member is to rejoin an existing cluster with an empty data
-# dir and no other peer to ask: the flags a joined member restarts with, so the guard tripped.
-DATA_LOST_SIGN = "cannot fetch cluster info from peer urls"
+# What etcd 3.4 to 3.6 say when a member's data is gone: asked to rejoin an existing cluster
+# with an empty data dir and no other peer to ask (the flags a joined member restarts with: the
+# guard tripped), and raft's panic when the leader sends a member entries beyond the log it has
+# left (a member that came back without its data some other way, a claim of an earlier version).
+DATA_LOST_SIGNS = (
+    "cannot fetch cluster info from peer urls",
+    "was the raft log corrupted, truncated, or lost",
+)
 
 _UNITS = {
     "": 1,
@@ -444,7 +449,8 @@ def data_lost(pod: dict[str, Any], claim: dict[str, Any] | None) -> bool:
     """The guard tripped: a joined member's etcd refused to start on an empty data dir."""
     if claim is None or not annotations_of(claim).get(ANN_MEMBER_ID):
         return False
-    return DATA_LOST_SIGN in termination_message(pod).lower()
+    message = termination_message(pod).lower()
+    return any(sign in message for sign in DATA_LOST_SIGNS)
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -651,6 +657,20 @@ def _fence(o: _Observed) -> list[dict[str, str]]:
         elif recorded_member and view.get("member_id") and view["member_id"] != recorded_member:
             fence[name] = (
                 f"it answers as member {view['member_id']}, its claim records {recorded_member}"
+            )
+        elif (
+            o.agreed["ok"]
+            and view.get("linearizable")
+            and len(set(view.get("member_ids") or []) & {m["id"] for m in o.voters})
+            < quorum_of(len(o.voters))
+        ):
+            # A linearizable answer goes through a leader: one whose list does not even hold a
+            # quorum of the voters a quorum agrees on comes from a leader of its own, a fork
+            # (same cluster ID when a seed re-bootstraps with its old flags). A view read while
+            # a member was being added or removed differs by one member, never by that much.
+            fence[name] = (
+                f"it leads a cluster of its own: it lists {len(view.get('member_ids') or [])} "
+                f"members where a quorum lists {len(o.members)}"
             )
     return [{"name": n, "reason": why} for n, why in sorted(fence.items()) if n in o.claims]
 

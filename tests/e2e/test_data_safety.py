@@ -138,9 +138,15 @@ def _volume_dir(k8s: K8sCluster, ns: str, claim: str) -> Path:
     return Path(get(k8s, "default", "pv", pv)["spec"]["local"]["path"])
 
 
+@pytest.mark.parametrize("old_record", [False, True], ids=["guarded", "old-record"])
 def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, old_record: bool
 ) -> None:
+    """The seed's volume emptied while its Pod is gone. Guarded, etcd refuses to start on the
+    empty data dir. With the record an earlier version left (`new`, only itself), the seed
+    bootstraps a one-member cluster under its old member ID and cluster ID: a fork, which is
+    fenced (it leads a cluster of its own) or panics on the real leader's heartbeat (its raft
+    log is gone). Either way the member is replaced and nothing else is touched."""
     k8s, ns, name = k8s_cluster, k8s_namespace, "wiped"
     apply(k8s, ns, etcd_cluster(name))
     obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
@@ -162,6 +168,16 @@ def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
     data = _volume_dir(k8s, ns, f"{victim}-data")
     for entry in data.iterdir():
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if old_record:
+        k8s.kubectl(
+            "-n",
+            ns,
+            "annotate",
+            "--overwrite",
+            "pvc",
+            f"{victim}-data",
+            "etcd.runbook.io/initial-cluster-state=new",
+        )
     patch(k8s, ns, name, {"spec": {"paused": False}})
 
     cluster_ids: set[str] = set()
@@ -209,7 +225,11 @@ def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
     got = etcdctl(k8s, ns, new, "get", "wiped/key", "--print-value-only", "--consistency=s")
     assert got.strip() == "kept", "the new member has the data, from the others"
     removed = [e["message"] for e in events(k8s, ns, "MemberRemoved")]
-    assert any(victim in m and "no member data" in m for m in removed), removed
+    fenced = [e["message"] for e in events(k8s, ns, "MemberFenced")]
+    if old_record:
+        assert any(victim in m for m in removed + fenced), (removed, fenced)
+    else:
+        assert any(victim in m and "no member data" in m for m in removed), removed
 
 
 def test_quorum_loss_is_said_within_30s_and_nothing_is_destroyed(

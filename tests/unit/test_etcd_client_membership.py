@@ -11,9 +11,13 @@ _MODULE_UTILS = str(Path(__file__).resolve().parents[2] / "module_utils")
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-from ansible.module_utils.etcd_common import EndpointStatus, Member  # noqa: E402
+from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView  # noqa: E402
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError  # noqa: E402
-from ansible.module_utils.etcd_health import ClusterHealth  # noqa: E402
+from ansible.module_utils.etcd_health import (  # noqa: E402
+    ClusterHealth,
+    choose_view,
+    is_stranger,
+)
 from ansible.module_utils.etcd_membership import (  # noqa: E402
     PREDICTED_ID,
     plan_absent,
@@ -134,3 +138,35 @@ def test_leader_removal_moves_leadership_to_the_most_advanced_healthy_voter():
     plan = plan_absent(h, "m1", [], force=False)
     assert plan.steps == ["move_leader", "remove"]
     assert plan.transferee is not None and plan.transferee.name == "m3"
+
+
+def view(n: int, ids: list[int], cluster: str = "c1", linearizable: bool = True) -> MemberView:
+    return MemberView(
+        endpoint=f"http://127.0.0.1:{2379 + 10 * n}",
+        member_id=f"a{n}",
+        cluster_id=cluster,
+        members=[member(i) for i in ids],
+        linearizable=linearizable,
+    )
+
+
+@pytest.mark.parametrize(
+    "views, chosen_from, strangers",
+    [
+        # Three members agree.
+        ([view(1, [1, 2, 3]), view(2, [1, 2, 3]), view(3, [1, 2, 3])], 1, []),
+        # A fork under the same cluster ID leads a cluster of its own: chosen against, and
+        # never trusted.
+        ([view(1, [1]), view(2, [1, 2, 3]), view(3, [1, 2, 3])], 2, [1]),
+        # Another cluster altogether.
+        ([view(1, [1], cluster="zz"), view(2, [1, 2, 3]), view(3, [1, 2, 3])], 2, [1]),
+        # A member without a leader answers from local state: not a fork.
+        ([view(1, [1], linearizable=False), view(2, [1, 2, 3]), view(3, [1, 2, 3])], 2, []),
+        # A list one member behind (read while a member was added) is not a fork either.
+        ([view(1, [1, 2]), view(2, [1, 2, 3]), view(3, [1, 2, 3])], 2, []),
+    ],
+)
+def test_the_list_most_members_report_wins_and_strangers_are_told(views, chosen_from, strangers):
+    chosen = choose_view(views, None)
+    assert chosen is not None and chosen.member_ids == views[chosen_from - 1].member_ids
+    assert [i + 1 for i, v in enumerate(views) if is_stranger(v, chosen)] == strangers

@@ -451,6 +451,41 @@ def test_a_member_answering_as_another_member_than_its_claim_is_fenced():
     ]
 
 
+def test_a_fork_under_the_same_cluster_id_is_fenced():
+    """A seed that re-bootstrapped with its old flags has the same cluster ID and member ID as
+    before: it shows itself by leading a one-member cluster while a quorum lists three."""
+    facts = healthy3()
+    facts["info"] = info(
+        [member(0, healthy=False), member(1), member(2)],
+        leader=1,
+        views=[view(0, [0]), view(1, [0, 1, 2]), view(2, [0, 1, 2])],
+    )
+    p = ep.plan(facts)
+    assert [f["name"] for f in p["fence"]] == ["e-0"]
+    assert "a cluster of its own" in p["fence"][0]["reason"]
+    assert [r["name"] for r in p["replace"]] == ["e-0"]
+    # A member answering from local state only (no leader) is not taken for a fork, nor one
+    # whose list differs by a member being added.
+    facts["info"]["views"][0]["linearizable"] = False
+    assert ep.plan(facts)["fence"] == []
+    facts["info"]["views"][0] = view(0, [0, 1, 2, 3])
+    assert ep.plan(facts)["fence"] == []
+
+
+RAFT_PANIC = (
+    "panic: tocommit(37) is out of range [lastIndex(4)]. Was the raft log corrupted, "
+    "truncated, or lost?"
+)
+
+
+def test_a_member_that_panics_on_a_lost_raft_log_is_replaced():
+    facts = healthy3()
+    facts["pods"] = [pod(0, message=RAFT_PANIC), pod(1), pod(2)]
+    facts["info"] = info([member(0, healthy=False), member(1), member(2)], leader=1)
+    p = ep.plan(facts)
+    assert p["lost_data"] == ["e-0"] and [r["name"] for r in p["replace"]] == ["e-0"]
+
+
 def test_a_fork_that_answers_first_does_not_make_the_cluster():
     """etcd_cluster_info took the fork's word (cluster f0e): nothing is trusted, nothing is
     deleted, and the fork is fenced."""

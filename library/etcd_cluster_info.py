@@ -220,7 +220,7 @@ from ansible.module_utils.etcd_common import (
     connection_required_together,
 )
 from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_health import cluster_health
+from ansible.module_utils.etcd_health import describe
 
 
 def argument_spec() -> dict[str, Any]:
@@ -229,26 +229,7 @@ def argument_spec() -> dict[str, Any]:
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     with EtcdClient(ConnectionParams.from_module_params(params)) as client:
-        health = cluster_health(client)
-        alarms = client.alarms() if health.quorum()["ok"] else []
-        try:
-            cluster_version = client.cluster_version()
-        except EtcdModuleError:
-            cluster_version = ""
-    leader = health.leader
-    members = [{**m.as_dict(), "healthy": health.is_healthy(m.id)} for m in health.members]
-    return {
-        "changed": False,
-        "cluster_id": health.cluster_id,
-        "cluster_version": cluster_version,
-        "members": members,
-        "status": [s.as_dict() for s in health.statuses],
-        "views": [v.as_dict() for v in health.views],
-        "leader": {"id": leader.id, "name": leader.name} if leader else None,
-        "quorum": health.quorum(),
-        "healthy": all(m["healthy"] for m in members),
-        "alarms": [a.as_dict() for a in alarms],
-    }
+        return {"changed": False, **describe(client)}
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ def connection_argument_spec() -> dict[str, Any]:
 _private_dir: list[str] = []
 
 
-def _private_file(name: str, content: str) -> str:
+def private_file(name: str, content: str) -> str:
     """`content` in a file only this process can read, removed when the process ends: TLS
     libraries take certificate chains and keys as paths."""
     if not _private_dir:
@@ -144,7 +144,7 @@ class ConnectionParams:
             content = params.get(f"{option}_content")
             if content and params.get(option):
                 raise EtcdInputError(f"give {option} or {option}_content, not both")
-            files[option] = _private_file(option, content) if content else params.get(option)
+            files[option] = private_file(option, content) if content else params.get(option)
         connection = cls(
             endpoints=tuple(params.get("endpoints") or ()),
             ca_cert=files["ca_cert"],

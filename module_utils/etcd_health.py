@@ -21,7 +21,11 @@ from typing import Any
 
 from ansible.module_utils.etcd_client import EtcdClient
 from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView
-from ansible.module_utils.etcd_errors import EtcdRefusedError, EtcdUnreachableError
+from ansible.module_utils.etcd_errors import (
+    EtcdModuleError,
+    EtcdRefusedError,
+    EtcdUnreachableError,
+)
 
 
 def quorum_of(voters: int) -> int:
@@ -206,3 +210,27 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
     if votes:
         health.leader_id = votes.most_common(1)[0][0]
     return health
+
+
+def describe(client: EtcdClient) -> dict[str, Any]:
+    """What etcd_cluster_info returns: the agreed member list, each member's health, leader,
+    quorum, cluster version and (with quorum) alarms."""
+    health = cluster_health(client)
+    alarms = client.alarms() if health.quorum()["ok"] else []
+    try:
+        cluster_version = client.cluster_version()
+    except EtcdModuleError:
+        cluster_version = ""
+    leader = health.leader
+    members = [{**m.as_dict(), "healthy": health.is_healthy(m.id)} for m in health.members]
+    return {
+        "cluster_id": health.cluster_id,
+        "cluster_version": cluster_version,
+        "members": members,
+        "status": [s.as_dict() for s in health.statuses],
+        "views": [v.as_dict() for v in health.views],
+        "leader": {"id": leader.id, "name": leader.name} if leader else None,
+        "quorum": health.quorum(),
+        "healthy": all(m["healthy"] for m in members),
+        "alarms": [a.as_dict() for a in alarms],
+    }

@@ -319,32 +319,6 @@ def disruption_budget(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        pod
-        for pod in pods
-        if (pod.get("status") or {}).get("phase") == "Running"
-        and not pod["metadata"].get("deletionTimestamp")
-    ]
-
-
-def forward_targets(pods: list[dict[str, Any]]) -> list[str]:
-    """`name=uid` of each running member Pod, as port_forward.py takes them (a Pod re-created
-    under the same name has a new uid and gets a new forward)."""
-    return sorted(f"{pod['metadata']['name']}={pod['metadata']['uid']}" for pod in _running(pods))
-
-
-def endpoints(
-    p: dict[str, Any], pods: list[dict[str, Any]], forwarded: dict[str, str] | None
-) -> dict[str, str]:
-    """Member name -> the client URL this run reaches it at: its port-forward when the run is
-    outside the cluster (`forwarded`: name -> host:port), else its DNS name."""
-    if forwarded is not None:
-        return {name: f"{scheme(p)}://{address}" for name, address in sorted(forwarded.items())}
-    names = sorted(pod["metadata"]["name"] for pod in _running(pods))
-    return {name: f"{scheme(p)}://{member_fqdn(p, name)}:2379" for name in names}
-
-
 def cert_profiles(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The certificates the role issues when spec.tls.secrets is unset. etcd checks a peer's
     client certificate against its address by DNS, so the peer certificate names every
@@ -412,13 +386,49 @@ def tls_secrets(
     ]
 
 
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return str(obj.get("kind", "")), str(obj["metadata"]["name"])
+
+
 def replace_objects(
     observed: list[dict[str, Any]], updated: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The observed objects with the ones this run just wrote in their place (by name)."""
-    fresh = {obj["metadata"]["name"]: obj for obj in updated if obj}
-    kept = [obj for obj in observed if obj["metadata"]["name"] not in fresh]
+    """The observed objects with the ones this run just wrote in their place (by kind and
+    name: the headless Service and the budget share the cluster's name)."""
+    fresh = {_key(obj): obj for obj in updated if obj}
+    kept = [obj for obj in observed if _key(obj) not in fresh]
     return kept + list(fresh.values())
+
+
+def _holds(live: Any, desired: Any) -> bool:
+    """Whether `live` already holds every value of `desired` (what the API server adds, such
+    as a Service's clusterIP or defaulted fields, does not count as a difference)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            _holds(live.get(key), value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(_holds(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired)
+
+
+def out_of_date(
+    desired: list[dict[str, Any]], live: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The desired objects that are missing from `live` or differ from it in a value this
+    role sets: only those need a write."""
+    seen = {_key(obj): obj for obj in live}
+    stale = []
+    for obj in desired:
+        current = seen.get(_key(obj))
+        wanted = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        if current is None or not _holds(current, wanted):
+            stale.append(obj)
+    return stale
 
 
 class FilterModule:
@@ -430,10 +440,9 @@ class FilterModule:
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,
             "etcd_initial_cluster_entry": initial_cluster_entry,
-            "etcd_endpoints": endpoints,
-            "etcd_forward_targets": forward_targets,
             "etcd_cert_profiles": cert_profiles,
             "etcd_tls_pair": tls_pair,
             "etcd_tls_secrets": tls_secrets,
             "etcd_replace_objects": replace_objects,
+            "etcd_out_of_date": out_of_date,
         }

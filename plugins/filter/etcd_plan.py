@@ -104,6 +104,22 @@ class PlanError(ValueError):
 # --- small helpers -------------------------------------------------------------------------
 
 
+# The plan's lists that act.yml carries out (the budget is compared apart, as it is written).
+ACT_STEPS = (
+    "fence",
+    "record",
+    "relabel",
+    "stale",
+    "replace",
+    "lost",
+    "promote",
+    "add",
+    "remove",
+    "roll",
+    "grow",
+)
+
+
 def parse_quantity(value: Any) -> int:
     """A Kubernetes quantity of bytes ("1Gi", "500M", 1024) as an int."""
     if isinstance(value, bool):
@@ -866,7 +882,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # A brand-new cluster starts with one seed member; the others join as learners.
     seed = "" if o.known or o.hands_off or o.pods or o.claims or refusals else f"{o.name}-0"
     names = [f"{o.name}-{i}" for i in range(MAX_INDEX + 1)]
-    return {
+    result = {
         "name": o.name,
         "namespace": o.namespace,
         "uid": str(_meta(o.obj).get("uid") or ""),
@@ -925,6 +941,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "refusals": refusals,
         "warnings": spec["warnings"],
     }
+    # Whether act.yml has a membership, record, roll or volume step to take (a run with none
+    # skips its steps altogether).
+    result["steps"] = any(result[step] for step in ACT_STEPS)
+    return result
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -1115,6 +1135,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "etcd_cluster_plan": plan,
+            "etcd_cluster_spec": normalize_spec,
             "etcd_cluster_report": report,
             "etcd_member_healthy": member_healthy,
             "etcd_tls_seen": tls_seen,

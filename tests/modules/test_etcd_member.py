@@ -10,22 +10,14 @@ import asyncio
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 import pytest
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import ConnectionParams
 from etcd3aio import Etcd3Client
 
 from tests.ansible_adhoc import run_module
-
-# The client layer is imported as Ansible packs it for modules: ansible.module_utils.*.
-_MODULE_UTILS = str(Path(__file__).resolve().parents[2] / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils.etcd_client import EtcdClient  # noqa: E402
-from ansible.module_utils.etcd_common import ConnectionParams  # noqa: E402
 
 pytestmark = pytest.mark.etcd
 

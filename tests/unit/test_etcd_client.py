@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
-import ansible.module_utils
 import pytest
-
-# Modules import module_utils as ansible.module_utils.*, as Ansible packs them.
-_MODULE_UTILS = str(Path(__file__).resolve().parents[2] / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils.etcd_client import EtcdClient  # noqa: E402
-from ansible.module_utils.etcd_common import (  # noqa: E402
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     member_id_hex,
@@ -22,7 +14,7 @@ from ansible.module_utils.etcd_common import (  # noqa: E402
     parse_member_id,
     parse_url,
 )
-from ansible.module_utils.etcd_errors import (  # noqa: E402
+from ansible.module_utils.etcd_errors import (
     EtcdAuthError,
     EtcdInputError,
     EtcdModuleError,

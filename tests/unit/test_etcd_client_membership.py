@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import ansible.module_utils
 import pytest
-
-_MODULE_UTILS = str(Path(__file__).resolve().parents[2] / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView  # noqa: E402
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError  # noqa: E402
-from ansible.module_utils.etcd_health import (  # noqa: E402
+from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView
+from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError
+from ansible.module_utils.etcd_health import (
     ClusterHealth,
     choose_view,
     is_stranger,
 )
-from ansible.module_utils.etcd_membership import (  # noqa: E402
+from ansible.module_utils.etcd_membership import (
     PREDICTED_ID,
     plan_absent,
     plan_present,

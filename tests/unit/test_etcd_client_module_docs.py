@@ -11,16 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py") if not p.stem.startswith("_"))
-
-_MODULE_UTILS = str(REPO / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 
 class _Captured(Exception):

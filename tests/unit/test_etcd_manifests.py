@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 from pathlib import Path
@@ -159,9 +160,36 @@ def test_plain_http_cluster():
 
 
 def test_objects_written_by_the_run_replace_the_observed_ones():
-    observed = [{"metadata": {"name": "a", "v": 1}}, {"metadata": {"name": "b", "v": 1}}]
-    updated = [{"metadata": {"name": "b", "v": 2}}, {}]
-    assert em.replace_objects(observed, updated) == [
-        {"metadata": {"name": "a", "v": 1}},
-        {"metadata": {"name": "b", "v": 2}},
+    observed = [
+        {"kind": "Service", "metadata": {"name": "a", "v": 1}},
+        {"kind": "Service", "metadata": {"name": "b", "v": 1}},
+        {"kind": "PodDisruptionBudget", "metadata": {"name": "a", "v": 1}},
     ]
+    updated = [{"kind": "Service", "metadata": {"name": "b", "v": 2}}, {}]
+    assert em.replace_objects(observed, updated) == [
+        {"kind": "Service", "metadata": {"name": "a", "v": 1}},
+        {"kind": "PodDisruptionBudget", "metadata": {"name": "a", "v": 1}},
+        {"kind": "Service", "metadata": {"name": "b", "v": 2}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("live_change", "stale"),
+    [
+        (lambda live: None, False),
+        # What the API server adds is not a difference.
+        (lambda live: live["spec"].update(ipFamilies=["IPv4"], sessionAffinity="None"), False),
+        (lambda live: live["metadata"]["labels"].update(extra="x"), False),
+        (lambda live: live["spec"].update(publishNotReadyAddresses=False), True),
+        (lambda live: live["spec"]["ports"].pop(), True),
+        (lambda live: live["metadata"]["labels"].pop("app.kubernetes.io/instance"), True),
+        (lambda live: live.update(kind="PodDisruptionBudget"), True),
+    ],
+)
+def test_out_of_date_compares_what_the_role_sets(live_change, stale):
+    desired = em.services(a_plan())[0]
+    live = copy.deepcopy(desired)
+    live["metadata"]["uid"] = "u"
+    live_change(live)
+    assert em.out_of_date([desired], [live]) == ([desired] if stale else [])
+    assert em.out_of_date([desired], []) == [desired]

@@ -297,6 +297,14 @@ def test_a_healthy_cluster_has_nothing_to_do():
     p = ep.plan(healthy3())
     assert actions(p) == {} and p["refusals"] == [] and p["trusted"]
     assert p["pdb_min_available"] == 2 and p["cluster_id"] == CID
+    assert p["steps"] is False  # act.yml is not even entered
+
+
+@pytest.mark.parametrize("size", [4, 5])
+def test_a_step_to_take_is_flagged_for_act(size):
+    p = ep.plan(healthy3(size=size))
+    assert p["steps"] is True and (p["add"] or p["remove"])
+    assert set(ep.ACT_STEPS) <= set(p)
 
 
 def test_a_new_cluster_before_its_first_member():

@@ -3,8 +3,8 @@
 
 `ensure POD=UID ...` keeps exactly one live `kubectl port-forward` per given Pod (a re-created
 Pod has a new UID and gets a new forward), bound to 127.0.0.1 on a free port, and prints
-{"endpoints": {pod: "127.0.0.1:port"}, "failed": {pod: reason}} as JSON. `close` ends them.
-State lives in --state-dir (the run's private directory). Each forward is a small supervisor
+{"endpoints": {pod: "127.0.0.1:port"}, "failed": {pod: reason}} as JSON. `close` ends them
+and removes the state directory. State lives in --state-dir (the run's private directory). Each forward is a small supervisor
 that restarts kubectl on the same port when it exits (it does when the member's container
 restarts) and ends when the state dir is removed or after --max-seconds, so a forward left
 behind by a killed run still ends by itself.
@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -175,10 +176,12 @@ def ensure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def close(args: argparse.Namespace) -> dict[str, Any]:
+    """End every forward and remove the run's directory (the supervisors stop on its own
+    absence too, should a signal be missed)."""
     state = _load(args.state_dir)
     for entry in state.values():
         _stop(entry)
-    _save(args.state_dir, {})
+    shutil.rmtree(args.state_dir, ignore_errors=True)
     return {"closed": sorted(state)}
 
 

@@ -1,0 +1,235 @@
+#!/usr/bin/python
+"""Ansible module: one read-only look at an etcd cluster on Kubernetes and at etcd itself."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_cluster_observe
+short_description: Read an etcd cluster's Kubernetes objects and etcd's own view in one go
+description:
+  - Lists the member Pods, PersistentVolumeClaims, Services and PodDisruptionBudgets that
+    carry O(selector), and the Secrets that carry O(secret_selector), in O(namespace).
+  - With O(etcd.enabled), reaches every running member Pod (by the headless Service's DNS name,
+    or through C(kubectl port-forward) with O(etcd.port_forward)) and returns what
+    M(etcd_cluster_info) would, using the CA of the server Secret and the client pair of the
+    client Secret.
+  - No answer from etcd is not a failure: RV(info) is then empty and RV(info_error) says why.
+  - With O(wait_for), looks again every second until etcd reports that member healthy, and
+    fails with every fact of the last look when O(wait_for.timeout) passes.
+  - Reads the API server with the credentials kubernetes.core would use (O(kubeconfig),
+    E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's ServiceAccount).
+  - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
+    register it under C(no_log).
+version_added: "0.2.0"
+author: etcd runbook operator maintainers
+options:
+  namespace:
+    description: Namespace of the cluster's objects.
+    type: str
+    required: true
+  selector:
+    description: Label selector of the member Pods, claims, Services and the budget.
+    type: str
+    required: true
+  secret_selector:
+    description: Label selector of the TLS Secrets; omitted, no Secret is read.
+    type: str
+  kubeconfig:
+    description: Path to a kubeconfig; see the description for the search order without it.
+    type: path
+  context:
+    description: Kubeconfig context; the current one when omitted.
+    type: str
+  etcd:
+    description: Whether and how to ask etcd.
+    type: dict
+    default: {}
+    suboptions:
+      enabled:
+        description: Ask etcd.
+        type: bool
+        default: false
+      tls:
+        description: The members serve clients over TLS.
+        type: bool
+        default: false
+      server_secret:
+        description: Secret (among those read) whose C(ca.crt) verifies the members.
+        type: str
+      client_secret:
+        description: Secret (among those read) whose C(tls.crt) and C(tls.key) authenticate.
+        type: str
+      dns_suffix:
+        description: >-
+          What follows a member Pod's name in its DNS name
+          (C(<headless service>.<namespace>.svc.<domain>)); used without O(etcd.port_forward).
+        type: str
+      cluster_id:
+        description: Only members of this cluster are trusted (see M(etcd_cluster_info)).
+        type: str
+      timeout:
+        description: Seconds to wait for each etcd call.
+        type: float
+        default: 5
+      port_forward:
+        description: Reach the members through port-forwards kept by this script.
+        type: dict
+        suboptions:
+          script:
+            description: Path of the role's C(port_forward.py).
+            type: path
+            required: true
+          state_dir:
+            description: The run's port-forward directory; created (and returned) when empty.
+            type: str
+            default: ""
+          kubectl:
+            description: The kubectl to run.
+            type: str
+            default: kubectl
+          max_seconds:
+            description: A forward ends by itself after this long.
+            type: int
+            default: 3600
+  wait_for:
+    description: Look until this member is healthy.
+    type: dict
+    suboptions:
+      member:
+        description: Member name.
+        type: str
+        required: true
+      timeout:
+        description: Seconds to keep looking.
+        type: float
+        required: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Look at the cluster
+  etcd_cluster_observe:
+    namespace: prod
+    selector: app.kubernetes.io/name=etcd,etcd.runbook.io/cluster=main
+    secret_selector: app.kubernetes.io/name=etcd,etcd.runbook.io/cluster=main
+    etcd:
+      enabled: true
+      tls: true
+      server_secret: main-server-tls
+      client_secret: main-client-tls
+      dns_suffix: main.prod.svc.cluster.local
+  register: seen
+  no_log: true  # seen.secrets holds the Secrets' data
+"""
+
+RETURN = r"""
+pods:
+  description: The member Pods.
+  returned: always
+  type: list
+  elements: dict
+claims:
+  description: The member PersistentVolumeClaims.
+  returned: always
+  type: list
+  elements: dict
+services:
+  description: The cluster's Services.
+  returned: always
+  type: list
+  elements: dict
+budgets:
+  description: The cluster's PodDisruptionBudgets.
+  returned: always
+  type: list
+  elements: dict
+secrets:
+  description: The TLS Secrets, data included.
+  returned: always
+  type: list
+  elements: dict
+endpoints:
+  description: Member name to the client URL this look reached it at.
+  returned: always
+  type: dict
+forward_failed:
+  description: Member name to why its port-forward could not be opened.
+  returned: always
+  type: dict
+state_dir:
+  description: The port-forward directory to close at the end of the run; empty without.
+  returned: always
+  type: str
+info:
+  description: >-
+    What M(etcd_cluster_info) returns; empty when etcd was not asked or no member answered.
+  returned: always
+  type: dict
+info_error:
+  description: Why RV(info) is empty.
+  returned: always
+  type: str
+reason:
+  description: A short word for the failure (for example V(Forbidden), V(Timeout)).
+  returned: failed
+  type: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_errors import EtcdModuleError
+from ansible.module_utils.etcd_observe import observe
+
+
+def argument_spec() -> dict[str, Any]:
+    forward = {
+        "script": {"type": "path", "required": True},
+        "state_dir": {"type": "str", "default": ""},
+        "kubectl": {"type": "str", "default": "kubectl"},
+        "max_seconds": {"type": "int", "default": 3600},
+    }
+    etcd = {
+        "enabled": {"type": "bool", "default": False},
+        "tls": {"type": "bool", "default": False},
+        "server_secret": {"type": "str"},
+        "client_secret": {"type": "str"},
+        "dns_suffix": {"type": "str"},
+        "cluster_id": {"type": "str"},
+        "timeout": {"type": "float", "default": 5},
+        "port_forward": {"type": "dict", "options": forward},
+    }
+    return {
+        "namespace": {"type": "str", "required": True},
+        "selector": {"type": "str", "required": True},
+        "secret_selector": {"type": "str"},
+        "kubeconfig": {"type": "path"},
+        "context": {"type": "str"},
+        "etcd": {"type": "dict", "default": {}, "options": etcd},
+        "wait_for": {
+            "type": "dict",
+            "options": {
+                "member": {"type": "str", "required": True},
+                "timeout": {"type": "float", "required": True},
+            },
+        },
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    try:
+        result = observe(module.params)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    if result.get("wait_error"):
+        module.fail_json(msg=result.pop("wait_error"), reason="Timeout", **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""One look at an etcd cluster on Kubernetes: its member Pods, claims, Services, disruption
+budget and TLS Secrets, then what etcd itself says, in one process.
+
+Each module process costs ansible about a second of start-up on a small machine, and a run
+with nothing to do used to start eight of them to look. Everything here is read-only; the
+facts go back to the role, where plugins/filter/etcd_plan.py decides what they mean. No answer
+from etcd is a fact too (`info_error`), not a failure of the look.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import ConnectionParams, private_file
+from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
+from ansible.module_utils.etcd_health import describe
+from ansible.module_utils.etcd_kube import KubeReader, credentials, namespaced
+
+CLIENT_PORT = 2379
+WAIT_INTERVAL = 1.0
+
+
+def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pods etcd can be reached in: Running and not being deleted."""
+    return [
+        pod
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Running"
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+
+
+def dns_endpoints(pods: list[dict[str, Any]], scheme: str, suffix: str) -> dict[str, str]:
+    """Member name -> client URL by the headless Service's DNS name (`suffix` follows the Pod
+    name: <service>.<namespace>.svc.<domain>)."""
+    names = sorted(pod["metadata"]["name"] for pod in running(pods))
+    return {name: f"{scheme}://{name}.{suffix}:{CLIENT_PORT}" for name in names}
+
+
+def forward_targets(pods: list[dict[str, Any]]) -> list[str]:
+    """`name=uid` of each running member Pod, as port_forward.py takes them (a Pod re-created
+    under the same name has a new uid and gets a new forward)."""
+    return sorted(f"{pod['metadata']['name']}={pod['metadata']['uid']}" for pod in running(pods))
+
+
+@dataclass
+class Forwarder:
+    """Port-forwards through the API server for runs outside the cluster, kept by the role's
+    port_forward.py in a private directory that outlives this process (the role closes it)."""
+
+    script: str
+    kubectl: str
+    namespace: str
+    max_seconds: int
+    state_dir: str = ""
+
+    def ensure(self, pods: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+        if not self.state_dir:
+            self.state_dir = tempfile.mkdtemp(prefix="etcd-runbook-")
+        argv = [
+            sys.executable,
+            self.script,
+            "ensure",
+            "--state-dir",
+            self.state_dir,
+            "--namespace",
+            self.namespace,
+            "--kubectl",
+            self.kubectl,
+            "--max-seconds",
+            str(self.max_seconds),
+            *forward_targets(pods),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        try:
+            answer = json.loads(done.stdout)
+        except ValueError as exc:
+            raise EtcdModuleError(
+                f"port_forward.py failed ({done.returncode}): {done.stderr.strip()[-300:]}"
+            ) from exc
+        if done.returncode != 0:
+            raise EtcdModuleError(f"port_forward.py: {answer.get('msg', done.returncode)}")
+        return dict(answer["endpoints"]), dict(answer["failed"])
+
+
+@dataclass
+class Observer:
+    reader: KubeReader
+    namespace: str
+    selector: str
+    secret_selector: str | None
+    timeout: float
+
+    def kubernetes(self) -> dict[str, list[Any]]:
+        ns, sel = self.namespace, self.selector
+        facts = {
+            "pods": self.reader.items(namespaced("v1", ns, "pods"), sel, "Pod", "v1"),
+            "claims": self.reader.items(
+                namespaced("v1", ns, "persistentvolumeclaims"), sel, "PersistentVolumeClaim", "v1"
+            ),
+            "services": self.reader.items(namespaced("v1", ns, "services"), sel, "Service", "v1"),
+            "budgets": self.reader.items(
+                namespaced("policy/v1", ns, "poddisruptionbudgets"),
+                sel,
+                "PodDisruptionBudget",
+                "policy/v1",
+            ),
+            "secrets": [],
+        }
+        if self.secret_selector is not None:
+            facts["secrets"] = self.reader.items(
+                namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
+            )
+        return facts
+
+
+def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[str, str]:
+    """Connection options for the etcd client from the server Secret's CA and the client
+    Secret's pair; empty unless both Secrets hold them."""
+    data = {s["metadata"]["name"]: s.get("data") or {} for s in secrets}
+    ca = data.get(server, {}).get("ca.crt")
+    cert, key = data.get(client, {}).get("tls.crt"), data.get(client, {}).get("tls.key")
+    if not (ca and cert and key):
+        return {}
+    return {
+        "ca_cert": private_file("ca.crt", base64.b64decode(ca).decode()),
+        "client_cert": private_file("client.crt", base64.b64decode(cert).decode()),
+        "client_key": private_file("client.key", base64.b64decode(key).decode()),
+    }
+
+
+def ask_etcd(
+    endpoints: dict[str, str], tls: dict[str, str], timeout: float, cluster_id: str | None
+) -> tuple[dict[str, Any], str]:
+    """(what etcd_cluster_info would return, why not) from the members at `endpoints`."""
+    if not endpoints:
+        return {}, "no member Pod is running"
+    params = ConnectionParams(
+        endpoints=tuple(endpoints.values()), timeout=timeout, cluster_id=cluster_id, **tls
+    )
+    try:
+        params.validate()
+        with EtcdClient(params) as client:
+            info = describe(client)
+    except EtcdModuleError as error:
+        return {}, error.message
+    return (info, "") if info.get("cluster_id") else ({}, "no member answered")
+
+
+def member_healthy(info: dict[str, Any], member: str) -> bool:
+    return any(m.get("name") == member and m.get("healthy") for m in info.get("members") or [])
+
+
+def check(etcd: dict[str, Any]) -> None:
+    if not etcd.get("enabled"):
+        return
+    if not etcd.get("port_forward") and not etcd.get("dns_suffix"):
+        raise EtcdInputError("etcd.dns_suffix is required unless etcd.port_forward is given")
+    if etcd.get("tls") and not (etcd.get("server_secret") and etcd.get("client_secret")):
+        raise EtcdInputError("etcd.tls needs etcd.server_secret and etcd.client_secret")
+
+
+def observe(params: dict[str, Any]) -> dict[str, Any]:
+    """The module's work: see the module's RETURN for the shape."""
+    etcd = params.get("etcd") or {}
+    check(etcd)
+    reader = KubeReader(credentials(params.get("kubeconfig"), params.get("context")), 10.0)
+    observer = Observer(
+        reader=reader,
+        namespace=params["namespace"],
+        selector=params["selector"],
+        secret_selector=params.get("secret_selector"),
+        timeout=float(etcd.get("timeout") or 5),
+    )
+    forward = etcd.get("port_forward")
+    forwarder = (
+        Forwarder(
+            script=forward["script"],
+            kubectl=forward.get("kubectl") or "kubectl",
+            namespace=params["namespace"],
+            max_seconds=int(forward.get("max_seconds") or 3600),
+            state_dir=forward.get("state_dir") or "",
+        )
+        if forward
+        else None
+    )
+    wait = params.get("wait_for") or {}
+    deadline = time.monotonic() + float(wait.get("timeout") or 0)
+    while True:
+        facts = observer.kubernetes()
+        result: dict[str, Any] = {**facts, "endpoints": {}, "forward_failed": {}}
+        result.update(info={}, info_error="etcd was not asked")
+        if etcd.get("enabled"):
+            scheme = "https" if etcd.get("tls") else "http"
+            if forwarder is not None:
+                local, result["forward_failed"] = forwarder.ensure(facts["pods"])
+                result["endpoints"] = {n: f"{scheme}://{a}" for n, a in sorted(local.items())}
+            else:
+                result["endpoints"] = dns_endpoints(facts["pods"], scheme, etcd["dns_suffix"])
+            tls = (
+                tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
+                if etcd.get("tls")
+                else {}
+            )
+            result["info"], result["info_error"] = ask_etcd(
+                result["endpoints"], tls, observer.timeout, etcd.get("cluster_id") or None
+            )
+        result["state_dir"] = forwarder.state_dir if forwarder else ""
+        member = wait.get("member")
+        if not member or member_healthy(result["info"], member):
+            return result
+        if time.monotonic() >= deadline:
+            # The facts go back with the failure: the role still reports from them and
+            # closes the port-forwards this look opened.
+            result["wait_error"] = (
+                f"member {member} was not healthy within {wait['timeout']}s: "
+                f"{result['info_error'] or 'etcd does not report it healthy yet'}"
+            )
+            return result
+        time.sleep(WAIT_INTERVAL)

@@ -1,0 +1,174 @@
+"""The small Kubernetes reader: which credentials it picks, and how each answer reads."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.etcd_kube import (
+    KubeCredentials,
+    KubeError,
+    KubeReader,
+    from_kubeconfig,
+    in_cluster,
+    kubeconfig_path,
+    namespaced,
+)
+
+
+@pytest.mark.parametrize(
+    ("explicit", "env", "home_has_config", "expected"),
+    [
+        ("/given", {"KUBECONFIG": "/env"}, True, "/given"),
+        (None, {"K8S_AUTH_KUBECONFIG": "/k8s", "KUBECONFIG": "/env"}, True, "/k8s"),
+        (None, {"KUBECONFIG": "/a:/b"}, True, "/a"),
+        (None, {}, True, "HOME/.kube/config"),
+        (None, {}, False, None),
+        (None, {"KUBECONFIG": ""}, False, None),
+    ],
+)
+def test_kubeconfig_search_order(tmp_path, explicit, env, home_has_config, expected):
+    if home_has_config:
+        (tmp_path / ".kube").mkdir()
+        (tmp_path / ".kube" / "config").write_text("{}")
+    found = kubeconfig_path(explicit, env, str(tmp_path))
+    assert found == (expected.replace("HOME", str(tmp_path)) if expected else None)
+
+
+def _kubeconfig(tmp_path: Path, user: dict, cluster: dict | None = None) -> Path:
+    path = tmp_path / "config"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": cluster or {"server": "https://k:6443/"}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [
+                    {"name": "one", "context": {"cluster": "c", "user": "u"}},
+                    {"name": "broken", "context": {"cluster": "nope", "user": "u"}},
+                ],
+                "current-context": "one",
+            }
+        )
+    )
+    return path
+
+
+def test_paths_are_relative_to_the_kubeconfig_and_data_goes_to_private_files(tmp_path):
+    pem = "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
+    path = _kubeconfig(
+        tmp_path,
+        {"client-certificate": "pki/c.crt", "client-key-data": base64.b64encode(b"KEY").decode()},
+        {
+            "server": "https://k:6443/",
+            "certificate-authority-data": base64.b64encode(pem.encode()).decode(),
+        },
+    )
+    creds = from_kubeconfig(str(path), None)
+    assert creds.server == "https://k:6443"
+    assert creds.cert_file == str(tmp_path / "pki" / "c.crt")
+    assert creds.key_file and Path(creds.key_file).read_text() == "KEY"
+    assert (Path(creds.key_file).stat().st_mode & 0o777) == 0o600
+    assert creds.ca_file and Path(creds.ca_file).read_text() == pem
+    assert creds.verify and creds.token is None
+
+
+def test_token_file_and_insecure(tmp_path):
+    (tmp_path / "tok").write_text("abc\n")
+    path = _kubeconfig(
+        tmp_path, {"tokenFile": "tok"}, {"server": "https://k", "insecure-skip-tls-verify": True}
+    )
+    creds = from_kubeconfig(str(path), None)
+    assert creds.token == "abc" and not creds.verify
+
+
+@pytest.mark.parametrize(
+    ("user", "context", "message"),
+    [
+        ({"token": "t"}, "missing", "no context named 'missing'"),
+        ({"token": "t"}, "broken", "no cluster named 'nope'"),
+        ({"username": "a", "password": "b"}, None, "basic auth"),
+    ],
+)
+def test_kubeconfig_problems_are_named(tmp_path, user, context, message):
+    with pytest.raises(KubeError, match=message):
+        from_kubeconfig(str(_kubeconfig(tmp_path, user)), context)
+
+
+def test_in_cluster_needs_the_service_env(tmp_path):
+    with pytest.raises(KubeError, match="not running in a Pod"):
+        in_cluster({}, str(tmp_path))
+    (tmp_path / "token").write_text("sa-token")
+    creds = in_cluster(
+        {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}, str(tmp_path)
+    )
+    assert creds.server == "https://[fd00::1]:443" and creds.token == "sa-token"
+    assert creds.ca_file == str(tmp_path / "ca.crt")
+
+
+def test_paths():
+    assert namespaced("v1", "ns", "pods") == "/api/v1/namespaces/ns/pods"
+    assert namespaced("policy/v1", "a b", "poddisruptionbudgets", "x/y") == (
+        "/apis/policy/v1/namespaces/a%20b/poddisruptionbudgets/x%2Fy"
+    )
+
+
+class _Api(BaseHTTPRequestHandler):
+    answers: dict[str, tuple[int, bytes]] = {}
+    seen: list[tuple[str, str | None]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        status, body = self.answers.get(self.path.split("?")[0], (404, b"{}"))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api():
+    server = HTTPServer(("127.0.0.1", 0), _Api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Api.seen.clear()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_reader_answers(api):
+    _Api.answers = {
+        "/api/v1/namespaces/n/pods": (
+            200,
+            json.dumps({"items": [{"metadata": {"name": "p"}}]}).encode(),
+        ),
+        "/api/v1/namespaces/n/secrets": (
+            403,
+            json.dumps({"message": "secrets is forbidden"}).encode(),
+        ),
+        "/api/v1/namespaces/n/services": (500, b"<html>oops"),
+    }
+    reader = KubeReader(KubeCredentials(server=api, token="t0k"), timeout=5)
+    pods = reader.items("/api/v1/namespaces/n/pods", "a=b,c=d", "Pod", "v1")
+    assert pods == [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]
+    assert _Api.seen[0] == ("/api/v1/namespaces/n/pods?labelSelector=a%3Db%2Cc%3Dd", "Bearer t0k")
+    assert reader.get("/api/v1/namespaces/n/pods/gone") is None
+    with pytest.raises(KubeError, match="HTTP 403: secrets is forbidden") as denied:
+        reader.get("/api/v1/namespaces/n/secrets")
+    assert denied.value.reason == "Forbidden"
+    with pytest.raises(KubeError, match="HTTP 500, not JSON"):
+        reader.get("/api/v1/namespaces/n/services")
+
+
+def test_unreachable_and_bad_url():
+    with pytest.raises(KubeError, match="unreachable"):
+        KubeReader(KubeCredentials(server="http://127.0.0.1:1"), timeout=2).get("/api")
+    with pytest.raises(KubeError, match="not http"):
+        KubeReader(KubeCredentials(server="k:6443"), timeout=2)

@@ -1,0 +1,98 @@
+"""The pure parts of the observation: which Pods are reached, at which address, and the
+inputs it refuses."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.etcd_errors import EtcdInputError
+from ansible.module_utils.etcd_observe import (
+    ask_etcd,
+    check,
+    dns_endpoints,
+    forward_targets,
+    member_healthy,
+    running,
+    tls_files,
+)
+
+
+def _pod(name: str, phase: str = "Running", deleting: bool = False) -> dict:
+    meta = {"name": name, "uid": f"uid-{name}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+PODS = [
+    _pod("e-0"),
+    _pod("e-1", "Pending"),
+    _pod("e-2", deleting=True),
+    _pod("e-3"),
+    {"metadata": {"name": "e-4", "uid": "u"}},
+]
+
+
+def test_only_running_pods_not_being_deleted_are_reached():
+    assert [p["metadata"]["name"] for p in running(PODS)] == ["e-0", "e-3"]
+    assert forward_targets(PODS) == ["e-0=uid-e-0", "e-3=uid-e-3"]
+    assert dns_endpoints(PODS, "https", "e.ns.svc.cluster.local") == {
+        "e-0": "https://e-0.e.ns.svc.cluster.local:2379",
+        "e-3": "https://e-3.e.ns.svc.cluster.local:2379",
+    }
+
+
+@pytest.mark.parametrize(
+    ("etcd", "problem"),
+    [
+        ({"enabled": False}, None),
+        ({"enabled": True, "dns_suffix": "s"}, None),
+        ({"enabled": True, "port_forward": {"script": "x"}}, None),
+        ({"enabled": True}, "dns_suffix is required"),
+        ({"enabled": True, "dns_suffix": "s", "tls": True, "server_secret": "a"}, "client_secret"),
+    ],
+)
+def test_inputs(etcd, problem):
+    if problem is None:
+        check(etcd)
+    else:
+        with pytest.raises(EtcdInputError, match=problem):
+            check(etcd)
+
+
+def _secret(name: str, **data: str) -> dict:
+    return {
+        "metadata": {"name": name},
+        "data": {
+            k.replace("_", "."): base64.b64encode(v.encode()).decode() for k, v in data.items()
+        },
+    }
+
+
+def test_tls_files_need_the_ca_and_the_client_pair():
+    secrets = [
+        _secret("srv", ca_crt="CA", tls_crt="S", tls_key="SK"),
+        _secret("cli", tls_crt="C", tls_key="K"),
+    ]
+    files = tls_files(secrets, "srv", "cli")
+    assert {k: Path(v).read_text() for k, v in files.items()} == {
+        "ca_cert": "CA",
+        "client_cert": "C",
+        "client_key": "K",
+    }
+    assert tls_files(secrets, "srv", "missing") == {}
+    assert tls_files([_secret("srv", tls_crt="S"), secrets[1]], "srv", "cli") == {}
+
+
+def test_no_running_member_is_an_answer_not_a_failure():
+    assert ask_etcd({}, {}, 1.0, None) == ({}, "no member Pod is running")
+    info, error = ask_etcd({"e-0": "http://127.0.0.1:1"}, {}, 1.0, None)
+    assert info == {} and "127.0.0.1:1" in error
+
+
+def test_member_healthy():
+    info = {"members": [{"name": "a", "healthy": True}, {"name": "b", "healthy": False}]}
+    assert member_healthy(info, "a") and not member_healthy(info, "b")
+    assert not member_healthy(info, "c") and not member_healthy({}, "a")

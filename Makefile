@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 PYTEST := $(VENV)/bin/pytest
+# The bash scripts that run (the files under hack/cluster.d/ are sourced and checked through them).
+SHELL_SCRIPTS := $(shell grep -rlE '^\#!/usr/bin/env bash' hack | sort)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -28,6 +30,7 @@ lint: venv
 	ruff format --check .
 	mypy
 	ansible-lint --profile production -q
+	shellcheck -x $(SHELL_SCRIPTS)
 
 test-unit: venv
 	$(PYTEST) -q tests/unit

@@ -61,7 +61,7 @@ class WorkQueue:
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = min(self._base * (2**failures), self._max)
+        delay = min(self._base * (2.0**failures), self._max)
         self.add_after(key, delay)
         return delay
 

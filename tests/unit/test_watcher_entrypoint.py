@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Runs at interpreter exit inside the `python operator.py ...` process.
@@ -19,10 +21,11 @@ atexit.register(_report)
 """
 
 
-def test_import_operator_is_the_stdlib_inside_operator_py(tmp_path):
+@pytest.mark.parametrize("entry", [["operator.py"], ["-m", "etcd_runbook_operator"]])
+def test_import_operator_is_the_stdlib_inside_the_operator(tmp_path, entry):
     (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
     proc = subprocess.run(
-        [sys.executable, "operator.py", "--help"],
+        [sys.executable, *entry, "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

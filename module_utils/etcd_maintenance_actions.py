@@ -4,7 +4,6 @@ check mode, and returns the module result (with a `diff` the module drops unless
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from ansible.module_utils.etcd_client import EndpointClient, EtcdClient
@@ -17,6 +16,7 @@ from ansible.module_utils.etcd_errors import (
     EtcdServerError,
 )
 from ansible.module_utils.etcd_health import ClusterHealth
+from ansible.module_utils.etcd_leadership import transfer_leadership
 from ansible.module_utils.etcd_maintenance_ops import (
     compacted_revision,
     describe,
@@ -28,7 +28,6 @@ from ansible.module_utils.etcd_maintenance_ops import (
 )
 
 Params = dict[str, Any]
-LEADER_POLL_SECONDS = 0.2
 
 
 def _leader_endpoint(client: EtcdClient, health: ClusterHealth) -> EndpointClient:
@@ -143,28 +142,10 @@ def move_leader(client: EtcdClient, params: Params, check: bool) -> dict[str, An
         message = f"{describe(target)} is already the leader; nothing to do"
         return {**result, "changed": False, "leader": target.name, "msg": message}
     if not check:
-        _leader_endpoint(client, health).move_leader(target.id)
-        _wait_for_leader(client, target.id, target.name, params["wait_timeout"])
+        transfer_leadership(client, health, target, params["wait_timeout"], maintenance_health)
     verb = "would move" if check else "moved"
     message = f"{verb} leadership from {describe(leader)} to {describe(target)}"
     return {**result, "changed": True, "leader": target.name, "msg": message}
-
-
-def _wait_for_leader(client: EtcdClient, member_id: str, name: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        health = maintenance_health(client)
-        if health.leader_id == member_id and all(
-            s.leader == member_id for s in health.member_status.values() if s.healthy
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise EtcdModuleError(
-                f"{name} did not become the leader of every member within {timeout:g}s "
-                f"(the leader is {health.leader_id})",
-                reason="LeaderNotMoved",
-            )
-        time.sleep(LEADER_POLL_SECONDS)
 
 
 # ---- disarm_alarms ---------------------------------------------------------------------

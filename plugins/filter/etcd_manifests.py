@@ -416,9 +416,7 @@ def _holds(live: Any, desired: Any) -> bool:
     return bool(live == desired)
 
 
-def out_of_date(
-    desired: list[dict[str, Any]], live: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def out_of_date(desired: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The desired objects that are missing from `live` or differ from it in a value this
     role sets: only those need a write."""
     seen = {_key(obj): obj for obj in live}

@@ -4,10 +4,10 @@
 `ensure POD=UID ...` keeps exactly one live `kubectl port-forward` per given Pod (a re-created
 Pod has a new UID and gets a new forward), bound to 127.0.0.1 on a free port, and prints
 {"endpoints": {pod: "127.0.0.1:port"}, "failed": {pod: reason}} as JSON. `close` ends them
-and removes the state directory. State lives in --state-dir (the run's private directory). Each forward is a small supervisor
-that restarts kubectl on the same port when it exits (it does when the member's container
-restarts) and ends when the state dir is removed or after --max-seconds, so a forward left
-behind by a killed run still ends by itself.
+and removes the state directory. State lives in --state-dir (the run's private directory).
+Each forward is a small supervisor that restarts kubectl on the same port when it exits (it
+does when the member's container restarts) and ends when the state dir is removed or after
+--max-seconds, so a forward left behind by a killed run still ends by itself.
 """
 
 from __future__ import annotations

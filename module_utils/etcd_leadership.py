@@ -1,0 +1,68 @@
+"""Moving etcd's leadership: the one way every module does it.
+
+MoveLeader must be served by the leader itself, so each of the leader's URLs is tried in turn;
+then the transfer counts as done only when every healthy member follows the new leader (a
+member still following the old one would forward a request to it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_common import Member
+from ansible.module_utils.etcd_errors import (
+    EtcdModuleError,
+    EtcdTimeoutError,
+    EtcdUnreachableError,
+)
+from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
+
+POLL_SECONDS = 0.2
+
+
+def _name(member: Member) -> str:
+    return f"{member.name or '(not started)'} ({member.id})"
+
+
+def transfer_leadership(
+    client: EtcdClient,
+    health: ClusterHealth,
+    target: Member,
+    timeout: float,
+    look: Callable[[EtcdClient], ClusterHealth] = cluster_health,
+) -> None:
+    """Hand leadership to `target` and wait up to `timeout` s until every healthy member
+    follows it (`look` judges health, so maintenance can count NOSPACE members healthy)."""
+    leader = health.leader
+    if leader is None:
+        raise EtcdModuleError(
+            "the cluster has no leader: quorum is probably lost", reason="NoLeader"
+        )
+    failures = []
+    for url in health.endpoints_of(leader.id):
+        try:
+            client.endpoint(url).move_leader(target.id)
+            break
+        except (EtcdUnreachableError, EtcdTimeoutError) as error:
+            failures.append(error.message)
+    else:
+        raise EtcdModuleError(
+            f"cannot move leadership away from {_name(leader)}: none of its client URLs "
+            f"answered ({'; '.join(failures) or 'it has none'})",
+            reason="LeaderUnreachable",
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        now = look(client)
+        if now.leader_id == target.id and all(
+            s.leader == target.id for s in now.member_status.values() if s.healthy
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise EtcdModuleError(
+                f"{_name(target)} did not become the leader of every member within "
+                f"{timeout:g}s (the leader is {now.leader_id})",
+                reason="LeaderNotMoved",
+            )
+        time.sleep(POLL_SECONDS)

@@ -22,8 +22,17 @@ class ConfigError(ValueError):
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-DEFAULT_DEPENDENT_SELECTOR = "app.kubernetes.io/managed-by=etcd-runbook-operator"
-DEFAULT_OWNER_LABEL = "etcd.runbook.io/cluster"
+
+@dataclass(frozen=True)
+class Dependent:
+    """A kind the runbook creates for each object: its changes queue the owner, and with
+    preempt_on_loss a deletion by someone else stops the owner's run in flight."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    preempt_on_loss: bool = False
 
 
 def parse_duration(value: object, where: str) -> float:
@@ -72,8 +81,10 @@ class Watch:
     max_runner_artifacts: int = 20
     snake_case_parameters: bool = True
     # Own keys (not in operator-sdk): see docs/operator.md.
-    dependent_selector: str = DEFAULT_DEPENDENT_SELECTOR
-    owner_label: str = DEFAULT_OWNER_LABEL
+    dependents: tuple[Dependent, ...] = ()
+    dependent_selector: str = ""
+    owner_label: str = ""
+    preemption_opt_out_annotation: str = ""
     full_run_interval: float = 600.0
     fingerprint_annotations: tuple[str, ...] = ()
 
@@ -81,6 +92,10 @@ class Watch:
         # By default the annotations of our own API group are the ones that matter.
         if not self.fingerprint_annotations:
             object.__setattr__(self, "fingerprint_annotations", (f"{self.group}/",))
+        if not self.preemption_opt_out_annotation:
+            object.__setattr__(
+                self, "preemption_opt_out_annotation", f"{self.group}/deleted-by-runbook"
+            )
 
     @property
     def api_version(self) -> str:
@@ -94,6 +109,7 @@ class Watch:
 
 
 _TARGET_KEYS = {"playbook", "role", "vars"}
+_DEPENDENT_KEYS = {"group", "version", "kind", "plural", "preemptOnLoss"}
 _FINALIZER_KEYS = {"name"} | _TARGET_KEYS
 _WATCH_KEYS = {
     "group",
@@ -109,8 +125,10 @@ _WATCH_KEYS = {
     "selector",
     "maxRunnerArtifacts",
     "snakeCaseParameters",
+    "dependents",
     "dependentSelector",
     "ownerLabel",
+    "preemptionOptOutAnnotation",
     "fullRunInterval",
     "fingerprintAnnotations",
 }
@@ -181,6 +199,25 @@ def _label_selector(value: Any, where: str) -> str:
     return ",".join(parts)
 
 
+def _dependent(data: Any, where: str) -> Dependent:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping")
+    _check_keys(data, _DEPENDENT_KEYS, where)
+    for key in ("version", "kind"):
+        if key not in data:
+            raise ConfigError(f"{where}: {key!r} is required")
+    kind = _typed(data, "kind", str, where)
+    return Dependent(
+        group=_typed(data, "group", str, where) if "group" in data else "",
+        version=_typed(data, "version", str, where),
+        kind=kind,
+        plural=_typed(data, "plural", str, where) if "plural" in data else kind.lower() + "s",
+        preempt_on_loss=_typed(data, "preemptOnLoss", bool, where)
+        if "preemptOnLoss" in data
+        else False,
+    )
+
+
 def _watch(data: Any, base: Path, where: str) -> Watch:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: each entry must be a mapping")
@@ -231,9 +268,18 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
             raise ConfigError(f"{where}: 'maxRunnerArtifacts' must be >= 1")
     if "selector" in data:
         kwargs["selector"] = _label_selector(data["selector"], where)
-    for key, attr in (("dependentSelector", "dependent_selector"), ("ownerLabel", "owner_label")):
+    for key, attr in (
+        ("dependentSelector", "dependent_selector"),
+        ("ownerLabel", "owner_label"),
+        ("preemptionOptOutAnnotation", "preemption_opt_out_annotation"),
+    ):
         if key in data:
             kwargs[attr] = _typed(data, key, str, where)
+    if "dependents" in data:
+        kwargs["dependents"] = tuple(
+            _dependent(d, f"{where}: dependents[{i}]")
+            for i, d in enumerate(_typed(data, "dependents", list, where))
+        )
     if "fingerprintAnnotations" in data:
         values = _typed(data, "fingerprintAnnotations", list, where)
         if not all(isinstance(v, str) for v in values):

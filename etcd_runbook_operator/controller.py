@@ -3,11 +3,12 @@
 A reconcile of one object: finalizer bookkeeping, the skip rule, at most one ansible-runner run,
 then status and Events from what the run reported (docs/operator.md has the whole contract).
 
-A Pod of an object that is deleted by someone else while the object's reconcile run is in flight
-preempts that run: it stops at its next task boundary (or between the attempts of an
-interruptible wait) and the object is reconciled again at once, so a lost member is brought back
-in seconds instead of after whatever the run was doing. The runbook marks the Pods it deletes
-itself with the annotation `<group>/deleted-by-runbook`; those never preempt. A new generation
+A dependent of a kind marked `preemptOnLoss` in watches.yaml (for etcd: a member Pod) that is
+deleted by someone else while the object's reconcile run is in flight preempts that run: it
+stops at its next task boundary (or between the attempts of an interruptible wait) and the
+object is reconciled again at once, so a lost member is brought back in seconds instead of after
+whatever the run was doing. The runbook marks what it deletes itself with the annotation named
+by `preemptionOptOutAnnotation`; those never preempt. A new generation
 of the object (its spec changed) preempts the same way: a run waiting for a learner that never
 starts gives way at once to the run that cancels it (a lower spec.size).
 """
@@ -26,7 +27,7 @@ from .events import EventRecorder
 from .extravars import build_extravars
 from .fingerprint import SkipTracker, fingerprint, urgent_fingerprint
 from .informer import Informer, ObjKey, obj_key
-from .kube import PODS, PVCS, ApiException, Kube, Resource
+from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
 from .runner import PlaybookRunner, RunResult
 from .status import now_rfc3339, update_finalizers, update_status
@@ -34,7 +35,8 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-# Pod UIDs already acted on, so the later events of one deletion do not preempt again.
+# UIDs of lost dependents already acted on, so the later events of one deletion do not preempt
+# again.
 _SEEN_DELETIONS = 1024
 
 
@@ -46,7 +48,7 @@ def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == watch.kind and group == watch.group:
             return (namespace, ref["name"])
-    owner = (meta.get("labels") or {}).get(watch.owner_label)
+    owner = (meta.get("labels") or {}).get(watch.owner_label) if watch.owner_label else None
     return (namespace, owner) if owner else None
 
 
@@ -85,7 +87,6 @@ class Controller:
         self._running: dict[ObjKey, int] = {}  # key -> generation the run in flight acts on
         self._preempted: set[ObjKey] = set()
         self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
-        self.runbook_deletion_annotation = f"{watch.group}/deleted-by-runbook"
         self.primary = [
             Informer(
                 kube,
@@ -101,12 +102,13 @@ class Controller:
             Informer(
                 kube,
                 res,
-                self._on_pod if res is PODS else self._on_dependent,
+                self._on_losable if dep.preempt_on_loss else self._on_dependent,
                 ns,
                 watch.dependent_selector,
                 on_restart=self._restart_counter(res),
             )
-            for res in ((PODS, PVCS) if watch.watch_dependent_resources else ())
+            for dep in (watch.dependents if watch.watch_dependent_resources else ())
+            for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
             for ns in namespaces
         ]
 
@@ -133,18 +135,19 @@ class Controller:
         if key:
             self._enqueue(key)
 
-    def _on_pod(self, event: str, obj: dict[str, Any]) -> None:
+    def _on_losable(self, event: str, obj: dict[str, Any]) -> None:
         key = owner_key(obj, self.watch)
         if key and self._lost_by_outside_hand(event, obj):
-            self._preempt(key, f"Pod {obj['metadata'].get('name')} deleted")
+            what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
+            self._preempt(key, f"{what} deleted")
         self._on_dependent(event, obj)
 
     def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
-        """First sight of a deletion of this Pod that the runbook did not make itself."""
+        """First sight of a deletion of this dependent that the runbook did not make itself."""
         meta = obj.get("metadata", {})
         if event != "DELETED" and not meta.get("deletionTimestamp"):
             return False
-        if self.runbook_deletion_annotation in (meta.get("annotations") or {}):
+        if self.watch.preemption_opt_out_annotation in (meta.get("annotations") or {}):
             return False
         uid = str(meta.get("uid") or meta.get("name"))
         with self._lock:

@@ -44,8 +44,6 @@ class Resource:
         return base
 
 
-PODS = Resource("", "v1", "pods", "Pod")
-PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 

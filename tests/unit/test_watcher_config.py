@@ -39,13 +39,23 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     assert w.finalizer.target.playbook == w.target.playbook
     assert w.object_var_name == "_etcd_runbook_io_etcdcluster"
     assert w.full_run_interval == 600.0
+    # What the watcher knows of etcd's runbook comes from here, not from its code.
+    assert [(d.kind, d.plural, d.preempt_on_loss) for d in w.dependents] == [
+        ("Pod", "pods", True),
+        ("PersistentVolumeClaim", "persistentvolumeclaims", False),
+    ]
+    assert w.owner_label == "etcd.runbook.io/cluster"
+    assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
+    assert w.preemption_opt_out_annotation == "etcd.runbook.io/deleted-by-runbook"
 
 
 def test_defaults_and_relative_paths(tmp_path):
     [w] = load_watches(write(tmp_path, BASE))
     assert w.target.playbook == tmp_path / "pb.yml"
     assert w.manage_status and w.watch_dependent_resources and w.snake_case_parameters
-    assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
+    # Nothing etcd-specific by default: watches.yaml names the dependents and the owner label.
+    assert w.dependents == () and w.dependent_selector == "" and w.owner_label == ""
+    assert w.preemption_opt_out_annotation == "test.runbook.io/deleted-by-runbook"
     assert w.fingerprint_annotations == ("test.runbook.io/",)
 
 
@@ -78,6 +88,9 @@ def test_finalizer_with_only_vars_reuses_main_target(tmp_path):
         ("  reconcilePeriod: soon\n", "invalid duration"),
         ("  maxRunnerArtifacts: 0\n", ">= 1"),
         ("  manageStatus: 'yes'\n", "'manageStatus' must be a bool"),
+        ("  dependents: [{kind: Job}]\n", r"dependents\[0\]: 'version' is required"),
+        ("  dependents: [{version: v1, kind: Job, plurals: x}]\n", "unknown key 'plurals'"),
+        ("  dependents: {version: v1}\n", "'dependents' must be a list"),
     ],
 )
 def test_invalid_values_are_named(tmp_path, extra, message):
@@ -104,6 +117,23 @@ def test_selector_and_own_keys(tmp_path):
     assert w.selector == "tier=db,env in (a,b),x"
     assert w.full_run_interval == 300.0 and w.reconcile_period == 90.0
     assert w.fingerprint_annotations == ("a/",)
+
+
+def test_dependents(tmp_path):
+    text = BASE + (
+        "  dependents:\n"
+        "    - {group: batch, version: v1, kind: CronJob}\n"
+        "    - {version: v1, kind: Pod, plural: pods, preemptOnLoss: true}\n"
+        "  ownerLabel: test.runbook.io/owner\n"
+        "  preemptionOptOutAnnotation: test.runbook.io/mine\n"
+    )
+    [w] = load_watches(write(tmp_path, text))
+    assert [(d.group, d.plural, d.preempt_on_loss) for d in w.dependents] == [
+        ("batch", "cronjobs", False),
+        ("", "pods", True),
+    ]
+    assert w.owner_label == "test.runbook.io/owner"
+    assert w.preemption_opt_out_annotation == "test.runbook.io/mine"
 
 
 def test_parse_duration():

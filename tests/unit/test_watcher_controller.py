@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_runbook_operator.config import Finalizer, Target, Watch
+from etcd_runbook_operator.config import Dependent, Finalizer, Target, Watch
 from etcd_runbook_operator.controller import Controller, owner_key
 from etcd_runbook_operator.events import EventRecorder
 from etcd_runbook_operator.kube import Resource
@@ -14,6 +14,11 @@ from tests.unit.watcher_fakes import FakeKube, FakeRunner, result
 
 WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
 PB = Target(playbook=Path("/pb.yml"))
+OWNER_LABEL = "etcd.runbook.io/cluster"
+DEPENDENTS = (
+    Dependent("", "v1", "Pod", "pods", preempt_on_loss=True),
+    Dependent("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+)
 FIN = Finalizer(
     name="test.runbook.io/finalizer",
     target=Target(playbook=Path("/pb.yml"), vars={"state": "absent"}),
@@ -33,6 +38,7 @@ def make(tmp_path, results=None, finalizer=FIN, **watch_kw):
             "spec": {"colorName": "blue", "password": "s3cret"},
         },
     )
+    watch_kw = {"dependents": DEPENDENTS, "owner_label": OWNER_LABEL, **watch_kw}
     watch = Watch(
         group="test.runbook.io",
         version="v1",
@@ -225,8 +231,14 @@ def test_deletion_runs_finalizer_then_removes_it(tmp_path):
     ],
 )
 def test_owner_key(meta, expected):
-    watch = Watch(group="test.runbook.io", version="v1", kind="Widget", target=PB)
+    watch = Watch(
+        group="test.runbook.io", version="v1", kind="Widget", target=PB, owner_label=OWNER_LABEL
+    )
     assert owner_key({"metadata": {"namespace": "ns", "name": "p", **meta}}, watch) == expected
+    # Without an owner label only the controller reference counts.
+    bare = Watch(group="test.runbook.io", version="v1", kind="Widget", target=PB)
+    found = owner_key({"metadata": {"namespace": "ns", "name": "p", **meta}}, bare)
+    assert found == (expected if expected == ("ns", "w1") else None)
 
 
 def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
@@ -266,8 +278,8 @@ def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
     stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
     kube, runner, ctl, metrics = make(tmp_path, [stopped, result()])
     runner.during_run = lambda: (
-        ctl._on_pod("MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")),
-        ctl._on_pod("DELETED", member_pod("p1")),  # same Pod: no second request
+        ctl._on_losable("MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")),
+        ctl._on_losable("DELETED", member_pod("p1")),  # same Pod: no second request
     )
     ctl.queue.add(KEY)
     assert ctl.queue.get(0) == KEY
@@ -311,10 +323,10 @@ def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
 def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
     own = {"test.runbook.io/deleted-by-runbook": "upgrade"}
-    runner.during_run = lambda: ctl._on_pod("DELETED", member_pod("p2", annotations=own))
+    runner.during_run = lambda: ctl._on_losable("DELETED", member_pod("p2", annotations=own))
     ctl.reconcile(KEY)
     runner.during_run = None
-    ctl._on_pod("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
+    ctl._on_losable("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
     assert runner.stop_requests == []
     assert ctl.queue.get(0) == KEY
 

@@ -80,6 +80,7 @@ class Watch:
     selector: str = ""
     max_runner_artifacts: int = 20
     snake_case_parameters: bool = True
+    pass_spec_parameters: bool = True
     # Own keys (not in operator-sdk): see docs/operator.md.
     dependents: tuple[Dependent, ...] = ()
     dependent_selector: str = ""
@@ -125,6 +126,7 @@ _WATCH_KEYS = {
     "selector",
     "maxRunnerArtifacts",
     "snakeCaseParameters",
+    "passSpecParameters",
     "dependents",
     "dependentSelector",
     "ownerLabel",
@@ -259,6 +261,7 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
         ("manageStatus", "manage_status"),
         ("watchDependentResources", "watch_dependent_resources"),
         ("snakeCaseParameters", "snake_case_parameters"),
+        ("passSpecParameters", "pass_spec_parameters"),
     ):
         if key in data:
             kwargs[attr] = _typed(data, key, bool, where)

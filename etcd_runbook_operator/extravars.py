@@ -56,7 +56,14 @@ def build_extravars(watch: Watch, obj: dict[str, Any], target: Target) -> dict[s
     rest comes from the object and is marked unsafe."""
     meta = obj.get("metadata", {})
     spec = obj.get("spec") or {}
-    params = snake_keys(spec) if watch.snake_case_parameters else dict(spec)
+    if not watch.pass_spec_parameters:
+        # A runbook that reads the object needs no spec key as a top-level variable, where one
+        # named like a role input would override it.
+        params: dict[str, Any] = {}
+    elif watch.snake_case_parameters:
+        params = snake_keys(spec)
+    else:
+        params = dict(spec)
     extravars: dict[str, Any] = mark_unsafe(params)
     extravars.update(target.vars)
     extravars["ansible_operator_meta"] = mark_unsafe(

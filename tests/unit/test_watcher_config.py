@@ -44,7 +44,7 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
         ("Pod", "pods", True),
         ("PersistentVolumeClaim", "persistentvolumeclaims", False),
     ]
-    assert w.owner_label == "etcd.runbook.io/cluster"
+    assert w.owner_label == "etcd.runbook.io/cluster" and not w.pass_spec_parameters
     assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
     assert w.preemption_opt_out_annotation == "etcd.runbook.io/deleted-by-runbook"
 

@@ -29,13 +29,14 @@ def test_snake_keys_is_recursive_and_leaves_values_alone():
     }
 
 
-def watch(snake: bool = True) -> Watch:
+def watch(snake: bool = True, spec: bool = True) -> Watch:
     return Watch(
         group="etcd.runbook.io",
         version="v1alpha1",
         kind="EtcdCluster",
         target=Target(playbook=Path("/x.yml")),
         snake_case_parameters=snake,
+        pass_spec_parameters=spec,
     )
 
 
@@ -85,3 +86,8 @@ def test_finalizer_vars_added_and_fresh_each_time():
 def test_snake_case_can_be_disabled():
     ev = build_extravars(watch(snake=False), OBJ, Target(playbook=Path("/x.yml")))
     assert "storageSize" in ev and "storage_size" not in ev
+
+
+def test_spec_parameters_can_be_left_out():
+    ev = build_extravars(watch(spec=False), OBJ, Target(playbook=Path("/x.yml"), vars={"a": 1}))
+    assert set(ev) == {"a", "ansible_operator_meta", "_etcd_runbook_io_etcdcluster"}

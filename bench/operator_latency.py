@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -220,6 +221,30 @@ class Bench:
         return {"cpu": self.cpu_seconds() - cpu_before, "seconds": elapsed}
 
 
+FLOOR_PLAY = """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.set_stats: {data: {operator_status: {}}}
+"""
+
+
+def floor_run(workdir: Path) -> dict[str, float]:
+    """What any runbook run pays before its first task: ansible-playbook of a one-task play
+    (the baseline the full run is compared with, measured in the same go)."""
+    play = workdir / "floor.yml"
+    play.write_text(FLOOR_PLAY)
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(play)],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"cpu": cpu, "seconds": time.monotonic() - started}
+
+
 def row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -279,6 +304,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"full run: {fulls[-1]}", flush=True)
             bench.idle(settle=3)
         report["fulls"] = fulls
+        report["floors"] = [floor_run(workdir) for _ in range(args.full_runs)]
+        print(f"floor: {report['floors']}", flush=True)
         extra_names = [f"mem-{i}" for i in range(max(0, args.clusters - len(names)))]
         started = time.monotonic()
         for name in extra_names:
@@ -313,6 +340,9 @@ def section(report: dict[str, Any], command: str) -> str:
     reaction = [s["reaction"] for s in scales]
     action = [s["action"] for s in scales]
     full_cpu = [f["cpu"] for f in fulls]
+    full_wall = [f["seconds"] for f in fulls]
+    floor_cpu = [f["cpu"] for f in report["floors"]]
+    floor_wall = [f["seconds"] for f in report["floors"]]
     per_noop = noop["cpu"] / noop["skips"] if noop["skips"] else float("nan")
     ratio = median(full_cpu) / per_noop if per_noop else float("nan")
     m1, mn = report["memory_1"], report["memory_n"]
@@ -348,6 +378,28 @@ def section(report: dict[str, Any], command: str) -> str:
             ),
         ]
     )
+    floor_rows = "\n".join(
+        [
+            row(
+                "ansible-playbook of a one-task play (what any run pays)",
+                fmt(floor_wall, 2),
+                f"{median(floor_wall):.2f}",
+                fmt(floor_cpu, 2),
+                f"{median(floor_cpu):.2f}",
+                "1",
+            ),
+            row(
+                "a full run of the role with nothing to do (change to a watched annotation ->"
+                " run done)",
+                fmt(full_wall, 2),
+                f"{median(full_wall):.2f}",
+                fmt(full_cpu, 2),
+                f"{median(full_cpu):.2f}",
+                f"{median(full_wall) / median(floor_wall):.1f} wall,"
+                f" {median(full_cpu) / median(floor_cpu):.1f} CPU",
+            ),
+        ]
+    )
     return f"""{HEADING}
 
 Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
@@ -374,6 +426,14 @@ the ansible-playbook processes it waited for):
 | resync | CPU seconds each | ratio |
 | --- | --- | --- |
 {cpu_rows}
+
+**A full run with nothing to do against the floor** (same run; wall seconds from the
+annotation's change to the run's end as the watcher saw it, CPU of the operator and its
+children; the floor is ansible-playbook of a one-task play run by the benchmark itself):
+
+| run | wall (s) | median wall | CPU (s) | median CPU | ratio to the floor |
+| --- | --- | --- | --- | --- | --- |
+{floor_rows}
 
 The no-op figure divides all the operator's CPU in the window (watch streams, Lease renewals,
 metrics) by the resyncs skipped in it, so it over-states the skip itself. The full run's figure

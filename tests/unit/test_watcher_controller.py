@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from etcd_runbook_operator.config import Dependent, Finalizer, Target, Watch
-from etcd_runbook_operator.controller import Controller, owner_key
+from etcd_runbook_operator.controller import Controller
 from etcd_runbook_operator.events import EventRecorder
+from etcd_runbook_operator.intake import owner_key
 from etcd_runbook_operator.kube import Resource
 from etcd_runbook_operator.metrics import Metrics
 from etcd_runbook_operator.runner import RunResult
@@ -252,9 +253,9 @@ def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
             "labels": {"etcd.runbook.io/cluster": "w1"},
         }
     }
-    ctl.dependents[0]._cache[("ns", "w1-0")] = pod
+    ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
     ctl.reconcile(KEY)
-    ctl._on_dependent("MODIFIED", pod)
+    ctl.intake.on_dependent("MODIFIED", pod)
     assert ctl.queue.get(0) == KEY
     ctl.queue.done(KEY)
     pod["metadata"]["resourceVersion"] = "6"  # e.g. the Pod went NotReady
@@ -278,8 +279,10 @@ def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
     stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
     kube, runner, ctl, metrics = make(tmp_path, [stopped, result()])
     runner.during_run = lambda: (
-        ctl._on_losable("MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")),
-        ctl._on_losable("DELETED", member_pod("p1")),  # same Pod: no second request
+        ctl.intake.on_losable(
+            "MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")
+        ),
+        ctl.intake.on_losable("DELETED", member_pod("p1")),  # same Pod: no second request
     )
     ctl.queue.add(KEY)
     assert ctl.queue.get(0) == KEY
@@ -304,11 +307,11 @@ def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
 
     def spec_changed() -> None:
         obj = kube.objects[PATH]
-        ctl._on_primary("MODIFIED", obj)  # the same generation (a status write): no
+        ctl.intake.on_primary("MODIFIED", obj)  # the same generation (a status write): no
         assert runner.stop_requests == []
         obj["spec"]["size"] = 1
         obj["metadata"]["generation"] = 2
-        ctl._on_primary("MODIFIED", obj)
+        ctl.intake.on_primary("MODIFIED", obj)
 
     runner.during_run = spec_changed
     ctl.queue.add(KEY)
@@ -323,10 +326,10 @@ def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
 def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
     own = {"test.runbook.io/deleted-by-runbook": "upgrade"}
-    runner.during_run = lambda: ctl._on_losable("DELETED", member_pod("p2", annotations=own))
+    runner.during_run = lambda: ctl.intake.on_losable("DELETED", member_pod("p2", annotations=own))
     ctl.reconcile(KEY)
     runner.during_run = None
-    ctl._on_losable("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
+    ctl.intake.on_losable("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
     assert runner.stop_requests == []
     assert ctl.queue.get(0) == KEY
 
@@ -349,7 +352,7 @@ def test_a_failing_object_backs_off_exponentially_but_not_from_urgent_changes(tm
     kube, runner, ctl, _ = make(tmp_path, [result(False, task="t", msg="m")] * 6)
     now = [0.0]
     ctl.skips.clock = lambda: now[0]
-    cache = ctl.dependents[0]._cache
+    cache = ctl.intake.dependents[0]._cache
     cache[("ns", "w1-0")] = ready_pod("w1-0", "p0")
     ctl.reconcile(KEY)
     assert len(runner.runs) == 1

@@ -1,0 +1,193 @@
+"""Intake: events from the informers become keys in the work queue.
+
+A primary object's event queues it; a dependent's (a kind listed under `dependents` in
+watches.yaml) queues its owner. A dependent of a kind marked `preemptOnLoss` (for etcd: a member
+Pod) that is deleted by someone else while its owner's run is in flight preempts that run: it
+stops at its next task boundary (or between the attempts of an interruptible wait) and the
+object is reconciled again at once, so a lost member is brought back in seconds instead of
+after whatever the run was doing. The runbook marks what it deletes itself with the annotation
+named by `preemptionOptOutAnnotation`; those never preempt. A new generation of the object (its
+spec changed) preempts the same way: a run waiting for a learner that never starts gives way
+at once to the run that cancels it (a lower spec.size).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Any
+
+from .config import Watch
+from .informer import Informer, ObjKey, obj_key
+from .kube import Kube, Resource
+from .metrics import Metrics
+from .runner import PlaybookRunner
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+# UIDs of lost dependents already acted on, so the later events of one deletion do not preempt
+# again.
+_SEEN_DELETIONS = 1024
+
+
+def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
+    """The primary object a dependent belongs to: controller ownerReference, else the label."""
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace") or ""
+    for ref in meta.get("ownerReferences") or []:
+        group = str(ref.get("apiVersion", "")).split("/")[0]
+        if ref.get("controller") and ref.get("kind") == watch.kind and group == watch.group:
+            return (namespace, ref["name"])
+    owner = (meta.get("labels") or {}).get(watch.owner_label) if watch.owner_label else None
+    return (namespace, owner) if owner else None
+
+
+def run_name(key: ObjKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+class InFlight:
+    """Which objects have a run in flight (and for which generation), and which of those runs
+    were asked to stop early."""
+
+    def __init__(self, runner: PlaybookRunner, kind: str) -> None:
+        self._runner = runner
+        self._kind = kind
+        self._lock = threading.Lock()
+        self._running: dict[ObjKey, int] = {}
+        self._preempted: set[ObjKey] = set()
+
+    def begin(self, key: ObjKey, generation: int) -> None:
+        with self._lock:
+            self._running[key] = generation
+
+    def end(self, key: ObjKey) -> bool:
+        """The run of `key` is over; returns whether it had been preempted."""
+        with self._lock:
+            self._running.pop(key, None)
+            preempted = key in self._preempted
+            self._preempted.discard(key)
+        return preempted
+
+    def older_than(self, key: ObjKey, generation: int) -> bool:
+        with self._lock:
+            return key in self._running and generation > self._running[key]
+
+    def is_preempted(self, key: ObjKey) -> bool:
+        with self._lock:
+            return key in self._preempted
+
+    def preempt(self, key: ObjKey, why: str) -> None:
+        with self._lock:
+            if key not in self._running or key in self._preempted:
+                return
+            self._preempted.add(key)
+        if self._runner.stop_at_task_boundary(run_name(key)):
+            log.info(
+                "%s %s/%s: %s; the run in flight stops at its next task boundary",
+                self._kind,
+                *key,
+                why,
+            )
+
+
+class Intake:
+    def __init__(
+        self,
+        kube: Kube,
+        watch: Watch,
+        resource: Resource,
+        queue: WorkQueue,
+        metrics: Metrics,
+        in_flight: InFlight,
+        namespaces: list[str | None],
+    ) -> None:
+        self.watch = watch
+        self.queue = queue
+        self.metrics = metrics
+        self.in_flight = in_flight
+        self._lock = threading.Lock()
+        self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
+        self.primary = [
+            Informer(
+                kube,
+                resource,
+                self.on_primary,
+                ns,
+                watch.selector,
+                on_restart=self._restart_counter(resource),
+            )
+            for ns in namespaces
+        ]
+        self.dependents = [
+            Informer(
+                kube,
+                res,
+                self.on_losable if dep.preempt_on_loss else self.on_dependent,
+                ns,
+                watch.dependent_selector,
+                on_restart=self._restart_counter(res),
+            )
+            for dep in (watch.dependents if watch.watch_dependent_resources else ())
+            for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
+            for ns in namespaces
+        ]
+
+    def _restart_counter(self, resource: Resource) -> Any:
+        counter = self.metrics.watch_restarts
+        return lambda reason: counter.labels(resource.plural, reason).inc()
+
+    @property
+    def informers(self) -> list[Informer]:
+        return self.primary + self.dependents
+
+    def enqueue(self, key: ObjKey) -> None:
+        self.queue.add(key)
+        self.metrics.queue_depth.labels(self.watch.kind).set(self.queue.depth())
+
+    def on_primary(self, event: str, obj: dict[str, Any]) -> None:
+        key = obj_key(obj)
+        generation = int(obj.get("metadata", {}).get("generation") or 0)
+        if self.in_flight.older_than(key, generation):
+            self.in_flight.preempt(key, f"generation {generation} of the spec")
+        self.enqueue(key)
+
+    def on_dependent(self, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch)
+        if key:
+            self.enqueue(key)
+
+    def on_losable(self, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch)
+        if key and self._lost_by_outside_hand(event, obj):
+            what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
+            self.in_flight.preempt(key, f"{what} deleted")
+        self.on_dependent(event, obj)
+
+    def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
+        """First sight of a deletion of this dependent that the runbook did not make itself."""
+        meta = obj.get("metadata", {})
+        if event != "DELETED" and not meta.get("deletionTimestamp"):
+            return False
+        if self.watch.preemption_opt_out_annotation in (meta.get("annotations") or {}):
+            return False
+        uid = str(meta.get("uid") or meta.get("name"))
+        with self._lock:
+            if uid in self._deletions_seen:
+                return False
+            self._deletions_seen.append(uid)
+        return True
+
+    def resync(self, stop: threading.Event) -> None:
+        """Queue every primary object each reconcilePeriod (the skip rule answers most)."""
+        while not stop.wait(self.watch.reconcile_period):
+            for inf in self.primary:
+                for obj in inf.items():
+                    self.enqueue(obj_key(obj))
+
+    def dependents_of(self, key: ObjKey) -> list[dict[str, Any]]:
+        return [
+            d for inf in self.dependents for d in inf.items() if owner_key(d, self.watch) == key
+        ]

@@ -1,0 +1,232 @@
+"""Reconcile one object: finalizer bookkeeping, the skip rule, at most one ansible-runner
+run, then status and Events from what the run reported (docs/operator.md has the contract)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import conditions
+from .config import Target, Watch
+from .events import EventRecorder
+from .extravars import build_extravars
+from .fingerprint import SkipTracker, fingerprint, urgent_fingerprint
+from .informer import ObjKey, obj_key
+from .intake import InFlight, run_name
+from .kube import ApiException, Kube, Resource
+from .metrics import Metrics
+from .runner import PlaybookRunner, RunResult
+from .status import now_rfc3339, update_finalizers, update_status
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        watch: Watch,
+        resource: Resource,
+        runner: PlaybookRunner,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        queue: WorkQueue,
+        in_flight: InFlight,
+        dependents_of: Callable[[ObjKey], list[dict[str, Any]]],
+        runner_timeout: float,
+        shutting_down: threading.Event,
+    ) -> None:
+        self.kube = kube
+        self.watch = watch
+        self.resource = resource
+        self.runner = runner
+        self.recorder = recorder
+        self.metrics = metrics
+        self.queue = queue
+        self.in_flight = in_flight
+        self.dependents_of = dependents_of
+        self.runner_timeout = runner_timeout
+        self.shutting_down = shutting_down
+        self.skips = SkipTracker(watch.full_run_interval)
+
+    def reconcile(self, key: ObjKey) -> None:
+        namespace, name = key
+        try:
+            obj = self.kube.get(self.resource.path(namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                self.skips.forget(key)
+                self.queue.forget(key)
+                return
+            raise
+        meta = obj["metadata"]
+        fin = self.watch.finalizer
+        if meta.get("deletionTimestamp"):
+            if fin and fin.name in (meta.get("finalizers") or []):
+                urgent = urgent_fingerprint(
+                    obj, self.dependents_of(key), self.watch.fingerprint_annotations
+                )
+                if self.skips.backing_off(key, urgent):
+                    self.metrics.reconcile_skipped.labels(self.watch.kind).inc()
+                    return
+                self._finalize(key, obj, fin.name, fin.target, urgent)
+            return
+        if fin and fin.name not in (meta.get("finalizers") or []):
+            added = update_finalizers(
+                self.kube,
+                self.resource,
+                namespace,
+                name,
+                lambda f: [*f, fin.name] if fin.name not in f else f,
+            )
+            if added is None:
+                return
+            obj = added
+        dependents = self.dependents_of(key)
+        fp = fingerprint(obj, dependents, self.watch.fingerprint_annotations)
+        urgent = urgent_fingerprint(obj, dependents, self.watch.fingerprint_annotations)
+        if self.skips.should_skip(key, fp, urgent):
+            log.debug(
+                "%s %s/%s: nothing changed (or backing off after a failure), playbook skipped",
+                self.watch.kind,
+                namespace,
+                name,
+            )
+            self.metrics.reconcile_skipped.labels(self.watch.kind).inc()
+            self.metrics.reconcile_total.labels(self.watch.kind, "skipped").inc()
+            return
+        generation = int(obj["metadata"].get("generation") or 0)
+        if self.watch.manage_status:
+            update_status(
+                self.kube,
+                self.resource,
+                namespace,
+                name,
+                lambda o: conditions.before_run(o.get("status"), generation, now_rfc3339()),
+            )
+        self.in_flight.begin(key, generation)
+        try:
+            result = self._run(obj, self.watch.target)
+        finally:
+            preempted = self.in_flight.end(key)
+        if result is None:
+            return
+        if preempted and result.status == "stopped":
+            # Not a failure: the event that preempted the run queued the object again.
+            self.metrics.reconcile_total.labels(self.watch.kind, "preempted").inc()
+            self.queue.add(key)
+            return
+        self._report(key, obj, result, generation)
+        if result.ok:
+            self.skips.record_success(key, fp)
+            self.queue.forget(key)
+        else:
+            self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
+
+    def _finalize(
+        self, key: ObjKey, obj: dict[str, Any], fin_name: str, target: Target, urgent: str
+    ) -> None:
+        namespace, name = key
+        generation = int(obj["metadata"].get("generation") or 0)
+        result = self._run(obj, target)
+        if result is None:
+            return
+        self._report(key, obj, result, generation)
+        if not result.ok:
+            # The finalizer stays: deleting now could orphan data the runbook did not clean up.
+            self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
+            return
+        update_finalizers(
+            self.kube, self.resource, namespace, name, lambda f: [x for x in f if x != fin_name]
+        )
+        self.skips.forget(key)
+        self.queue.forget(key)
+
+    def _run(self, obj: dict[str, Any], target: Target) -> RunResult | None:
+        """One ansible-runner run; None when it was stopped for shutdown (not a failure)."""
+        meta = obj["metadata"]
+        kind = self.watch.kind
+        extravars = build_extravars(self.watch, obj, target)
+        artifact_parent = (
+            self.runner.artifacts_dir
+            / kind.lower()
+            / (meta.get("namespace") or "_cluster")
+            / meta["name"]
+        )
+        log.info(
+            "%s %s/%s: running %s",
+            kind,
+            meta.get("namespace"),
+            meta["name"],
+            target.playbook or target.role,
+        )
+        result = self.runner.run(
+            target,
+            extravars,
+            artifact_parent,
+            self.watch.max_runner_artifacts,
+            self.runner_timeout,
+            name=run_name(obj_key(obj)),
+        )
+        self.metrics.playbook_duration.labels(kind, result.status).observe(result.duration)
+        log.info(
+            "%s %s/%s: %s in %.1fs (artifacts %s)",
+            kind,
+            meta.get("namespace"),
+            meta["name"],
+            result.status,
+            result.duration,
+            result.artifact_dir,
+        )
+        if result.status == "stopped" and self.shutting_down.is_set():
+            self.metrics.reconcile_total.labels(kind, "stopped").inc()
+            return None
+        if result.status == "stopped" and self.in_flight.is_preempted(obj_key(obj)):
+            return result  # counted by reconcile()
+        self.metrics.reconcile_total.labels(kind, "success" if result.ok else "failure").inc()
+        return result
+
+    def _failure_text(self, result: RunResult) -> str:
+        if result.status in ("timeout", "stopped"):
+            return (
+                f"the playbook exceeded the runner timeout of {self.runner_timeout:.0f}s "
+                "and was stopped at a task boundary"
+            )
+        if result.failed_task:
+            return f"task {result.failed_task!r} failed: {result.failed_msg}"
+        return f"the playbook failed (status {result.status}, rc {result.rc})"
+
+    def _report(self, key: ObjKey, obj: dict[str, Any], result: RunResult, generation: int) -> None:
+        stats = result.stats if isinstance(result.stats, dict) else {}
+        announced = set()
+        for ev in stats.get("operator_events") or []:
+            if isinstance(ev, dict) and ev.get("reason"):
+                announced.add(str(ev["reason"]))
+                self.recorder.emit(
+                    obj,
+                    str(ev.get("type", "Normal")),
+                    str(ev["reason"]),
+                    str(ev.get("message", "")),
+                )
+        failure = "" if result.ok else self._failure_text(result)
+        if not result.ok:
+            degraded = (stats.get("operator_conditions") or {}).get("Degraded") or {}
+            reason = degraded.get("reason") if isinstance(degraded, dict) else None
+            message = degraded.get("message") if isinstance(degraded, dict) else None
+            # One Warning per failed run: the role's own, when it sent one for this reason.
+            if str(reason or "RunbookFailed") not in announced:
+                self.recorder.emit(
+                    obj, "Warning", str(reason or "RunbookFailed"), str(message or failure)
+                )
+        if self.watch.manage_status:
+            update_status(
+                self.kube,
+                self.resource,
+                *key,
+                lambda o: conditions.after_run(
+                    o.get("status"), generation, result.ok, stats, failure, now_rfc3339()
+                ),
+            )

@@ -220,7 +220,7 @@ from ansible.module_utils.etcd_common import (
     connection_required_together,
 )
 from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_health import describe
+from ansible.module_utils.etcd_health import cluster_info
 
 
 def argument_spec() -> dict[str, Any]:
@@ -229,7 +229,7 @@ def argument_spec() -> dict[str, Any]:
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     with EtcdClient(ConnectionParams.from_module_params(params)) as client:
-        return {"changed": False, **describe(client)}
+        return {"changed": False, **cluster_info(client)}
 
 
 def main() -> None:

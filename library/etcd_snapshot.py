@@ -230,10 +230,10 @@ from ansible.module_utils.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     connection_required_together,
+    describe,
 )
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
 from ansible.module_utils.etcd_maintenance_ops import (
-    describe,
     maintenance_health,
     member_endpoint,
     read_revision,

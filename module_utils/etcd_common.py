@@ -59,6 +59,11 @@ def connection_required_together() -> list[list[str]]:
     return [["client_cert", "client_key"], ["user", "password"]]
 
 
+def describe(member: Member) -> str:
+    """A member as messages name it: its name (or that it has not started) and its ID."""
+    return f"{member.name or '(not started)'} ({member.id})"
+
+
 def member_id_hex(member_id: int) -> str:
     return format(member_id, "x")
 

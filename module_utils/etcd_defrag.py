@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import Member
+from ansible.module_utils.etcd_common import Member, describe
 from ansible.module_utils.etcd_errors import EtcdRefusedError
 from ansible.module_utils.etcd_health import ClusterHealth
 from ansible.module_utils.etcd_maintenance_ops import (
-    describe,
     member_endpoint,
     require_healthy,
     wait_healthy,

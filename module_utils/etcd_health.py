@@ -212,7 +212,7 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
     return health
 
 
-def describe(client: EtcdClient) -> dict[str, Any]:
+def cluster_info(client: EtcdClient) -> dict[str, Any]:
     """What etcd_cluster_info returns: the agreed member list, each member's health, leader,
     quorum, cluster version and (with quorum) alarms."""
     health = cluster_health(client)

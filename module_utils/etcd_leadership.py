@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import Member
+from ansible.module_utils.etcd_common import Member, describe
 from ansible.module_utils.etcd_errors import (
     EtcdModuleError,
     EtcdTimeoutError,
@@ -19,10 +19,6 @@ from ansible.module_utils.etcd_errors import (
 from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
 
 POLL_SECONDS = 0.2
-
-
-def _name(member: Member) -> str:
-    return f"{member.name or '(not started)'} ({member.id})"
 
 
 def transfer_leadership(
@@ -48,7 +44,7 @@ def transfer_leadership(
             failures.append(error.message)
     else:
         raise EtcdModuleError(
-            f"cannot move leadership away from {_name(leader)}: none of its client URLs "
+            f"cannot move leadership away from {describe(leader)}: none of its client URLs "
             f"answered ({'; '.join(failures) or 'it has none'})",
             reason="LeaderUnreachable",
         )
@@ -61,7 +57,7 @@ def transfer_leadership(
             return
         if time.monotonic() > deadline:
             raise EtcdModuleError(
-                f"{_name(target)} did not become the leader of every member within "
+                f"{describe(target)} did not become the leader of every member within "
                 f"{timeout:g}s (the leader is {now.leader_id})",
                 reason="LeaderNotMoved",
             )

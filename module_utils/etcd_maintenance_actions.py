@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ansible.module_utils.etcd_client import EndpointClient, EtcdClient
-from ansible.module_utils.etcd_common import Alarm
+from ansible.module_utils.etcd_common import Alarm, describe
 from ansible.module_utils.etcd_defrag import plan_defrag, run_defrag
 from ansible.module_utils.etcd_errors import (
     EtcdInputError,
@@ -19,7 +19,6 @@ from ansible.module_utils.etcd_health import ClusterHealth
 from ansible.module_utils.etcd_leadership import transfer_leadership
 from ansible.module_utils.etcd_maintenance_ops import (
     compacted_revision,
-    describe,
     maintenance_health,
     member_endpoint,
     require_healthy,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.etcd_client import EndpointClient, EtcdClient
-from ansible.module_utils.etcd_common import EndpointStatus, Member, normalize_url
+from ansible.module_utils.etcd_common import EndpointStatus, Member, describe, normalize_url
 from ansible.module_utils.etcd_errors import (
     EtcdInputError,
     EtcdModuleError,
@@ -53,10 +53,6 @@ def maintenance_health(client: EtcdClient) -> ClusterHealth:
     )
     health.leader_id = votes.most_common(1)[0][0] if votes else None
     return health
-
-
-def describe(member: Member) -> str:
-    return f"{member.name or '(not started)'} ({member.id})"
 
 
 def resolve_member(health: ClusterHealth, ref: str) -> Member:

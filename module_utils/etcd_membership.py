@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ansible.module_utils.etcd_common import Member, normalize_url
+from ansible.module_utils.etcd_common import Member, describe, normalize_url
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError
 from ansible.module_utils.etcd_health import ClusterHealth, quorum_of
 
@@ -27,10 +27,6 @@ class MemberPlan:
     message: str
     transferee: Member | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def describe(member: Member) -> str:
-    return f"{member.name or '(not started)'} ({member.id})"
 
 
 def _url_set(urls: Sequence[str]) -> set[str]:

@@ -21,7 +21,7 @@ from typing import Any
 from ansible.module_utils.etcd_client import EtcdClient
 from ansible.module_utils.etcd_common import ConnectionParams, private_file
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_health import describe
+from ansible.module_utils.etcd_health import cluster_info
 from ansible.module_utils.etcd_kube import KubeReader, credentials, namespaced
 
 CLIENT_PORT = 2379
@@ -149,7 +149,7 @@ def ask_etcd(
     try:
         params.validate()
         with EtcdClient(params) as client:
-            info = describe(client)
+            info = cluster_info(client)
     except EtcdModuleError as error:
         return {}, error.message
     return (info, "") if info.get("cluster_id") else ({}, "no member answered")

@@ -354,16 +354,6 @@ def cert_profiles(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def tls_pair(signed: dict[str, Any], ca_crt: str) -> dict[str, str]:
-    """A certificate as the signing loop left it (x509_certificate_pipe over openssl_csr_pipe
-    over openssl_privatekey_pipe) as the three keys of a kubernetes.io/tls Secret."""
-    return {
-        "tls.crt": signed["certificate"],
-        "tls.key": signed["item"]["item"]["privatekey"],
-        "ca.crt": ca_crt,
-    }
-
-
 def tls_secrets(
     p: dict[str, Any], material: dict[str, dict[str, str]], purposes: list[str]
 ) -> list[dict[str, Any]]:
@@ -439,7 +429,6 @@ class FilterModule:
             "etcd_peer_url": peer_url,
             "etcd_initial_cluster_entry": initial_cluster_entry,
             "etcd_cert_profiles": cert_profiles,
-            "etcd_tls_pair": tls_pair,
             "etcd_tls_secrets": tls_secrets,
             "etcd_replace_objects": replace_objects,
             "etcd_out_of_date": out_of_date,

@@ -4,6 +4,9 @@ A role's README names every input of its entry points."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +50,50 @@ def test_readme_names_every_input(role: Path) -> None:
     names = {name for spec in specs.values() for name in (spec.get("options") or {})}
     missing = [n for n in sorted(names) if f"`{n}`" not in text]
     assert not missing, f"{role.name}/README.md does not name {missing}"
+
+
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+INTERNAL = "etcd_common"
+
+
+def _roles_included(playbook: Path) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            include = node.get("ansible.builtin.include_role") or node.get("include_role")
+            if isinstance(include, dict):
+                found.add(include["name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load(playbook.read_text()))
+    return found
+
+
+def test_every_runbook_role_has_a_playbook_and_the_internal_role_none() -> None:
+    included = set().union(*(_roles_included(p) for p in PLAYBOOKS.glob("*.yml")))
+    runbooks = {r.name for r in ROLES} - {INTERNAL}
+    assert runbooks <= included, f"roles without a playbook: {sorted(runbooks - included)}"
+    assert INTERNAL not in included, "a playbook includes the internal role directly"
+
+
+def test_the_internal_role_refuses_to_run_alone(tmp_path: Path) -> None:
+    repo = PLAYBOOKS.parent
+    play = tmp_path / "alone.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - etcd_common\n")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(repo / "ansible.cfg")}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(play)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "does not run on its own" in done.stdout

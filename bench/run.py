@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = {
     "snapshot": "bench.snapshot",
     "operator": "bench.operator_latency",
+    "bootstrap": "bench.bootstrap",
 }
 
 

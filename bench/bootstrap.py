@@ -1,0 +1,648 @@
+"""A 3-member cluster by the operator against statically bootstrapped etcd; healing (issue 9).
+
+    .venv/bin/python bench/run.py bootstrap [--trials 3] [--leader-trials 1] [--no-docs]
+
+Brings the local cluster up (hack/cluster up) and runs operator.py as a host process with its
+ServiceAccount's token (hack/run-operator-as-sa), watching one fresh namespace, with the
+shipped watches.yaml (resync 60 s). Then, in one run:
+
+1. bootstrap, interleaved (static, operator, static, operator ...) so the machine's load falls
+   on both alike, --trials times each:
+   - static: a headless Service and three Pods of the very image the operator's members run
+     (`<spec.repository>:v<version>` as the API server defaults it, checked against the
+     operator's Pods), all three started at once with the full --initial-cluster and
+     --initial-cluster-state new; plain http, data in an emptyDir. Clock: from the first POST
+     (the Service) until all three members answer /health with true (through the API
+     server's pod proxy). Then deleted, and gone, before the next trial.
+   - operator: an EtcdCluster `size: 3, version: 3.6.16` (TLS, a PersistentVolumeClaim per
+     member). Clock: from the POST until status says Available=True with 3 ready members for
+     the current generation; on the way, when all three members first answered /health. The
+     runbook's task timings of the trial are read from the ansible-runner artifacts. Every
+     cluster but the last is deleted (with its claims) before the next trial.
+2. heal, on the last operator cluster: a member Pod that is not the etcd leader is deleted
+   (--trials times, the operator idle between), then the leader (--leader-trials times).
+   Clock: from the DELETE until the new Pod is Ready and the status says Available with all
+   members ready again, written after the deletion (a status that showed the member missing,
+   or a reconcile run finished since).
+
+Unless --no-docs, rewrites this benchmark's section of docs/benchmarks.md. Every wait is
+bounded; the namespace is deleted at the end. The operator's log and artifacts stay in the
+work directory printed at the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.docs_section import write_section
+from bench.operator_latency import Bench, cluster_up, fmt, median, row, wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
+VERSION = "3.6.16"
+SIZE = 3
+HEAL_GOAL = 10.0
+RATIO_GOAL = 1.5
+
+sys.path.insert(0, str(REPO))
+from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
+from tests.e2e.helpers import etcd_cluster  # noqa: E402
+from tests.e2e.operator_process import OperatorProcess  # noqa: E402
+
+
+def gone(kube: Kube, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+def proxy(kube: Kube, ns: str, pod: str, port: int, path: str) -> str:
+    """GET through the API server's pod proxy; the body, or an exception unless 2xx."""
+    resp = kube._call("GET", f"/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}", timeout=5)
+    body = resp.read().decode(errors="replace")
+    if not 200 <= resp.status <= 299:
+        raise RuntimeError(f"{pod}:{port}/{path}: HTTP {resp.status} {body[:200]}")
+    return str(body)
+
+
+def healthy(kube: Kube, ns: str, pod: str, port: int) -> bool:
+    """etcd's own /health: true once the member sees a leader and serves a read."""
+    try:
+        return bool(json.loads(proxy(kube, ns, pod, port, "health")).get("health") == "true")
+    except Exception:
+        return False
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conds = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def available(obj: dict[str, Any], size: int) -> bool:
+    """As Bench.available, on an object already read."""
+    status = obj.get("status", {})
+    return (
+        any(
+            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
+        )
+        and status.get("readyMembers") == size
+        and status.get("observedGeneration") == obj.get("metadata", {}).get("generation")
+    )
+
+
+def stamp(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso).timestamp()
+
+
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+# --- static baseline --------------------------------------------------------------------------
+STATIC_LABEL = "bench.etcd.runbook.io/static"
+
+
+def static_objects(ns: str, name: str, image: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The headless Service and three member Pods, named as the operator names them
+    (<name>-<i>.<name>.<ns>.svc.cluster.local), every member listed from the start."""
+    members = [f"{name}-{i}" for i in range(SIZE)]
+
+    def fqdn(member: str) -> str:
+        return f"{member}.{name}.{ns}.svc.cluster.local"
+
+    initial = ",".join(f"{m}=http://{fqdn(m)}:2380" for m in members)
+    labels = {"app.kubernetes.io/name": "etcd-static-bench", STATIC_LABEL: name}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            # As the operator's: peers resolve each other before any is Ready.
+            "publishNotReadyAddresses": True,
+            "selector": labels,
+            "ports": [
+                {"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"},
+                {"name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP"},
+            ],
+        },
+    }
+    pods = []
+    for member in members:
+        args = [
+            f"--name={member}",
+            "--data-dir=/var/lib/etcd/data",
+            "--listen-peer-urls=http://0.0.0.0:2380",
+            "--listen-client-urls=http://0.0.0.0:2379",
+            "--listen-metrics-urls=http://0.0.0.0:2381",
+            f"--advertise-client-urls=http://{fqdn(member)}:2379",
+            f"--initial-advertise-peer-urls=http://{fqdn(member)}:2380",
+            f"--initial-cluster={initial}",
+            "--initial-cluster-state=new",
+            f"--initial-cluster-token={name}",
+        ]
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": member, "labels": labels},
+                "spec": {
+                    "hostname": member,
+                    "subdomain": name,
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
+                        "fsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "etcd",
+                            "image": image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["/usr/local/bin/etcd"],
+                            "args": args,
+                            "ports": [
+                                {"name": "client", "containerPort": 2379},
+                                {"name": "peer", "containerPort": 2380},
+                                {"name": "metrics", "containerPort": 2381},
+                            ],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health", "port": 2381},
+                                "periodSeconds": 5,
+                                "timeoutSeconds": 3,
+                                "failureThreshold": 3,
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "runAsNonRoot": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                        }
+                    ],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
+            }
+        )
+    return service, pods
+
+
+class Run:
+    def __init__(self, bench: Bench, workdir: Path) -> None:
+        self.bench = bench
+        self.kube = bench.kube
+        self.ns = bench.ns
+        self.workdir = workdir
+
+    def pods_path(self, name: str = "") -> str:
+        return f"/api/v1/namespaces/{self.ns}/pods" + (f"/{name}" if name else "")
+
+    def image(self) -> str:
+        """The image the operator's member Pods run for VERSION: the server-defaulted
+        spec.repository (a dry-run create), laid out as etcd_manifests.member_pod does."""
+        obj = self.kube.request(
+            "POST",
+            self.bench.etcd_path(),
+            {"dryRun": "All"},
+            etcd_cluster("image-probe", size=SIZE, version=VERSION),
+        )
+        return f"{obj['spec']['repository']}:v{obj['spec']['version']}"
+
+    # --- static --------------------------------------------------------------------------
+    def static_trial(self, name: str, image: str) -> dict[str, float]:
+        service, pods = static_objects(self.ns, name, image)
+        members = [p["metadata"]["name"] for p in pods]
+        load = load1()
+        started = time.monotonic()
+        self.kube.create(f"/api/v1/namespaces/{self.ns}/services", service)
+        for pod in pods:
+            self.kube.create(self.pods_path(), pod)
+        wait_for(
+            lambda: all(healthy(self.kube, self.ns, m, 2379) for m in members),
+            600,
+            0.25,
+            f"static {name}: 3 members healthy",
+        )
+        seconds = time.monotonic() - started
+        self.static_delete(name, members)
+        return {"healthy": seconds, "load": load}
+
+    def static_delete(self, name: str, members: list[str]) -> None:
+        for member in members:
+            self.kube.delete(self.pods_path(member))
+        self.kube.delete(f"/api/v1/namespaces/{self.ns}/services/{name}")
+        wait_for(
+            lambda: all(gone(self.kube, self.pods_path(m)) for m in members),
+            300,
+            1,
+            f"static {name}'s Pods gone",
+        )
+
+    # --- operator ------------------------------------------------------------------------
+    def operator_trial(self, name: str) -> dict[str, Any]:
+        members = [f"{name}-{i}" for i in range(SIZE)]
+        load = load1()
+        wall_start = time.time()
+        started = time.monotonic()
+        self.kube.create(self.bench.etcd_path(), etcd_cluster(name, size=SIZE, version=VERSION))
+        all_healthy = 0.0
+        deadline = started + 900
+        while True:
+            now = time.monotonic()
+            if not all_healthy and all(healthy(self.kube, self.ns, m, 2381) for m in members):
+                all_healthy = time.monotonic() - started
+            try:
+                if self.bench.available(name, SIZE):
+                    break
+            except Exception as exc:
+                print(f"reading {name}: {exc}", flush=True)
+            if now > deadline:
+                raise TimeoutError(f"{name} not Available with {SIZE} after 900 s")
+            self.keep_artifacts(name)
+            time.sleep(0.25)
+        available = time.monotonic() - started
+        wall_available = time.time()
+        # The run that wrote Available may still be going: its events up to Available count.
+        self.bench.idle()
+        self.keep_artifacts(name)
+        if not all_healthy:  # Available with 3 ready: they answered between two polls.
+            all_healthy = available
+        images = {
+            p["spec"]["containers"][0]["image"]
+            for p in self.kube.get(
+                self.pods_path(), {"labelSelector": f"etcd.runbook.io/cluster={name}"}
+            )["items"]
+        }
+        return {
+            "healthy": all_healthy,
+            "available": available,
+            "load": load,
+            "images": sorted(images),
+            "tasks": self.task_times(name, wall_start, wall_available),
+        }
+
+    def operator_delete(self, name: str) -> None:
+        self.kube.delete(self.bench.etcd_path(name))
+        wait_for(lambda: gone(self.kube, self.bench.etcd_path(name)), 600, 1, f"{name} deleted")
+        # Claims are kept when an EtcdCluster goes: this benchmark does not want them.
+        claims = f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims"
+        selector = {"labelSelector": f"etcd.runbook.io/cluster={name}"}
+        self.kube.request("DELETE", claims, selector)
+        wait_for(
+            lambda: (
+                not self.kube.get(claims, selector)["items"]
+                and not self.kube.get(self.pods_path(), selector)["items"]
+            ),
+            300,
+            1,
+            f"{name}'s claims and Pods gone",
+        )
+        self.bench.idle()
+
+    def keep_artifacts(self, name: str) -> None:
+        """Copy the finished runs' events of one object: the runner keeps only the newest
+        maxRunnerArtifacts (5) runs of it."""
+        for run_dir in (self.workdir / "artifacts").glob(f"*/{self.ns}/{name}/*"):
+            dest = self.workdir / "kept" / name / run_dir.name
+            if dest.exists() or not (run_dir / "status").exists():
+                continue
+            try:
+                shutil.copytree(run_dir / "job_events", dest / "job_events")
+                shutil.copy(run_dir / "status", dest / "status")
+            except OSError:
+                shutil.rmtree(dest, ignore_errors=True)
+
+    def task_times(self, name: str, since: float, until: float) -> dict[str, Any]:
+        """The runbook runs of one object between two wall-clock times, from the kept
+        ansible-runner events: each run's start (after `since`), span and end status, and the
+        task durations summed by task name (tasks that ended by `until`)."""
+        runs: list[dict[str, Any]] = []
+        totals: dict[str, float] = defaultdict(float)
+        for run_dir in sorted(p for p in (self.workdir / "kept" / name).glob("*") if p.is_dir()):
+            events = []
+            for path in (run_dir / "job_events").glob("*.json"):
+                try:
+                    events.append(json.loads(path.read_text()))
+                except (OSError, ValueError):
+                    continue
+            created = [stamp(e["created"]) for e in events if e.get("created")]
+            if not created or min(created) < since or min(created) > until:
+                continue
+            for e in events:
+                data = e.get("event_data") or {}
+                if (
+                    e.get("event", "").startswith("runner_on_")
+                    and data.get("duration") is not None
+                    and data.get("end")
+                    and stamp(data["end"]) <= until
+                ):
+                    totals[str(data.get("task"))] += float(data["duration"])
+            status = (
+                (run_dir / "status").read_text().strip() if (run_dir / "status").exists() else "?"
+            )
+            runs.append(
+                {
+                    "start": min(created) - since,
+                    "span": min(max(created), until) - min(created),
+                    "status": status,
+                }
+            )
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:10]
+        return {"runs": runs, "top": top, "task_total": sum(totals.values())}
+
+    # --- heal --------------------------------------------------------------------------------
+    def leader(self, name: str) -> str:
+        for i in range(SIZE):
+            member = f"{name}-{i}"
+            metrics = proxy(self.kube, self.ns, member, 2381, "metrics")
+            if any(line.strip() == "etcd_server_is_leader 1" for line in metrics.splitlines()):
+                return member
+        raise RuntimeError(f"{name}: no member reports etcd_server_is_leader 1")
+
+    def settled(self, name: str) -> None:
+        def ready() -> bool:
+            pods = self.kube.get(
+                self.pods_path(), {"labelSelector": f"etcd.runbook.io/cluster={name}"}
+            )["items"]
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            return (
+                len(live) == SIZE
+                and all(pod_ready(p) for p in live)
+                and self.bench.available(name, SIZE)
+            )
+
+        wait_for(ready, 600, 1, f"{name}: {SIZE} Pods Ready and Available")
+        self.bench.idle()
+
+    def heal_trial(self, name: str, victim: str) -> dict[str, Any]:
+        path = self.pods_path(victim)
+        old_uid = self.kube.get(path)["metadata"]["uid"]
+        runs_before = self.bench.counter("success") + self.bench.counter("failure")
+        load = load1()
+        started = time.monotonic()
+        self.kube.delete(path)
+        marks: dict[str, float] = {}
+        saw_missing = False
+        while "available" not in marks:
+            t = time.monotonic() - started
+            if t > 600:
+                raise TimeoutError(f"{victim} not healed after 600 s: {marks}")
+            try:
+                pod = self.kube.get(path)
+            except ApiException:
+                pod = {}
+            if pod and pod["metadata"]["uid"] != old_uid:
+                marks.setdefault("recreated", t)
+                if "healthy" not in marks and healthy(self.kube, self.ns, victim, 2381):
+                    marks["healthy"] = time.monotonic() - started
+                if "ready" not in marks and pod_ready(pod):
+                    marks["ready"] = time.monotonic() - started
+            try:
+                obj = self.kube.get(self.bench.etcd_path(name))
+            except Exception as exc:  # a slow API server: poll again
+                print(f"reading {name}: {exc}", flush=True)
+                obj = {}
+            status = obj.get("status", {})
+            member_ready = any(
+                m.get("name") == victim and m.get("ready") for m in status.get("members", [])
+            )
+            if status.get("readyMembers") != SIZE or not member_ready:
+                saw_missing = True
+            if "ready" in marks and member_ready and available(obj, SIZE):
+                try:
+                    runs = self.bench.counter("success") + self.bench.counter("failure")
+                except OSError:
+                    runs = runs_before
+                if saw_missing or runs > runs_before:
+                    marks["available"] = time.monotonic() - started
+                    break
+            time.sleep(0.25)
+        marks.setdefault("healthy", marks["ready"])
+        return {"victim": victim, "load": load, **marks}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    k8s = cluster_up()
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    k8s.kubectl("create", "namespace", ns)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-bootstrap-"))
+    print(f"namespace {ns}, work directory {workdir}", flush=True)
+    # The shipped watches.yaml (resync 60 s); OperatorProcess's own default is 300 s.
+    extra = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
+    op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
+    report: dict[str, Any] = {"trials": args.trials, "workdir": str(workdir), "ns": ns}
+    report["load_start"] = load1()
+    began = time.monotonic()
+    try:
+        op.start()
+        op.wait_running(3)
+        bench = Bench(k8s, ns, op)
+        r = Run(bench, workdir)
+        wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
+        image = r.image()
+        report["image"] = image
+        statics: list[dict[str, Any]] = []
+        operators: list[dict[str, Any]] = []
+        for i in range(args.trials):
+            statics.append(r.static_trial(f"static-{i}", image))
+            print(f"static {i}: {statics[-1]}", flush=True)
+            name = f"op-{i}"
+            operators.append(r.operator_trial(name))
+            print(f"operator {i}: {json.dumps(operators[-1])}", flush=True)
+            if operators[-1]["images"] != [image]:
+                raise SystemExit(f"operator Pods run {operators[-1]['images']}, baseline {image}")
+            if i < args.trials - 1:
+                r.operator_delete(name)
+        report["static"], report["operator"] = statics, operators
+        name = f"op-{args.trials - 1}"
+        heals: list[dict[str, Any]] = []
+        for i in range(args.trials):
+            r.settled(name)
+            leader = r.leader(name)
+            others = [f"{name}-{j}" for j in range(SIZE) if f"{name}-{j}" != leader]
+            heals.append(r.heal_trial(name, others[i % len(others)]))
+            print(f"heal (not the leader) {i}: {heals[-1]}", flush=True)
+        report["heal"] = heals
+        leader_heals: list[dict[str, Any]] = []
+        for i in range(args.leader_trials):
+            r.settled(name)
+            leader_heals.append(r.heal_trial(name, r.leader(name)))
+            print(f"heal (the leader) {i}: {leader_heals[-1]}", flush=True)
+        report["heal_leader"] = leader_heals
+        report["load_end"] = load1()
+        report["minutes"] = (time.monotonic() - began) / 60
+    finally:
+        k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
+        op.stop()
+        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    return report
+
+
+def heal_rows(heals: list[dict[str, Any]], what: str) -> list[str]:
+    def col(key: str) -> list[float]:
+        return [h[key] for h in heals]
+
+    return [
+        row(
+            f"{what}: DELETE -> new Pod exists",
+            fmt(col("recreated")),
+            f"{median(col('recreated')):.1f}",
+        ),
+        row(
+            f"{what}: DELETE -> the new member's etcd /health true",
+            fmt(col("healthy")),
+            f"{median(col('healthy')):.1f}",
+        ),
+        row(f"{what}: DELETE -> Pod Ready", fmt(col("ready")), f"{median(col('ready')):.1f}"),
+        row(
+            f"**{what}: DELETE -> Pod Ready and status Available, all members ready**",
+            fmt(col("available")),
+            f"**{median(col('available')):.1f}**",
+        ),
+    ]
+
+
+def where_the_time_goes(operators: list[dict[str, Any]]) -> str:
+    lines = []
+    for i, o in enumerate(operators):
+        tasks = o["tasks"]
+        runs = tasks["runs"]
+        spans = [f"{r['start']:.1f} (+{r['span']:.1f}, {r['status']})" for r in runs]
+        inside = sum(r["span"] for r in runs)
+        top = "; ".join(f"{t} {s:.1f}" for t, s in tasks["top"][:6])
+        lines.append(
+            f"- trial {i + 1}, Available at {o['available']:.1f} s: {len(runs)} runs, started at"
+            f" (s after the POST; playbook span, end) {', '.join(spans) or 'none kept'}; inside"
+            f" playbooks {inside:.1f} s, outside (ansible-playbook start-up, between runs)"
+            f" {o['available'] - inside:.1f} s. Task seconds {tasks['task_total']:.1f}, the"
+            f" largest: {top}."
+        )
+    return "\n".join(lines)
+
+
+def section(report: dict[str, Any], command: str) -> str:
+    static = [s["healthy"] for s in report["static"]]
+    op_healthy = [o["healthy"] for o in report["operator"]]
+    op_avail = [o["available"] for o in report["operator"]]
+    ratio = median(op_avail) / median(static)
+    ratio_healthy = median(op_healthy) / median(static)
+    per_trial_ratio = [a / s for a, s in zip(op_avail, static, strict=True)]
+    loads = [s["load"] for s in report["static"]] + [o["load"] for o in report["operator"]]
+    heal = report["heal"]
+    heal_median = median([h["available"] for h in heal])
+    rows = [
+        row(
+            "static: first POST -> 3 members' /health true",
+            fmt(static),
+            f"{median(static):.1f}",
+        ),
+        row(
+            "operator: POST -> 3 members' /health true",
+            fmt(op_healthy),
+            f"{median(op_healthy):.1f}",
+        ),
+        row(
+            "**operator: POST -> Available, 3 ready members**",
+            fmt(op_avail),
+            f"**{median(op_avail):.1f}**",
+        ),
+    ]
+    heal_table = heal_rows(heal, "not the leader")
+    if report["heal_leader"]:
+        heal_table += heal_rows(report["heal_leader"], "the leader")
+    victims = ", ".join(h["victim"] for h in heal + report["heal_leader"])
+    verdict = "meets" if ratio <= RATIO_GOAL else "misses"
+    heal_verdict = "meets" if heal_median <= HEAL_GOAL else "misses"
+    rows_text = "\n".join(rows)
+    heal_text = "\n".join(heal_table)
+    return f"""{HEADING}
+
+Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
+
+Both kinds of cluster run on the local Kubernetes (`hack/cluster`), in one namespace, the
+operator as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`, the
+shipped watches.yaml), every member from `{report["image"]}` (the image the operator's Pods
+ran, checked every trial). Static and operator trials alternate (static, operator, static ...)
+so the machine's load falls on both alike; each static cluster is deleted, and each operator
+cluster but the last deleted with its claims, before the next trial.
+
+- **static**: a headless Service and three Pods started at once, each with the full
+  `--initial-cluster` and `--initial-cluster-state new`, the operator's DNS names; **plain http
+  and an emptyDir**. The operator's cluster has TLS (a CA and certificates it issues), a
+  PersistentVolumeClaim per member, a client Service and a PodDisruptionBudget, and starts one
+  seed member, the others joining one at a time as learners and promoted, which the static
+  cluster does not do.
+- clocks: static, from the first POST to all three members answering etcd's `/health` with
+  true (polled through the API server's pod proxy every 0.25 s); operator, from the POST of the
+  EtcdCluster to its status saying Available=True with 3 ready members for the current
+  generation (also noted: when all three members first answered `/health`, on the metrics
+  port).
+
+Machine: 2 cores, shared; load average (1 min) {report["load_start"]:.1f} at the start,
+{report["load_end"]:.1f} at the end, {min(loads):.1f} to {max(loads):.1f} at the trials' starts.
+Whole run {report["minutes"]:.0f} min, {report["trials"]} trials of each.
+
+| measure | trials (s) | median (s) |
+| --- | --- | --- |
+{rows_text}
+
+**Ratio of medians, operator Available / static: {ratio:.2f}** (goal <= {RATIO_GOAL}: {verdict}
+it); per trial {fmt(per_trial_ratio, 2)}. To all three members healthy, before the status says
+so: {ratio_healthy:.2f}.
+
+Where the operator's time went (ansible-runner artifacts of each trial's EtcdCluster; task
+seconds summed over its runs):
+
+{where_the_time_goes(report["operator"])}
+
+**Heal** (the last operator cluster, Available and the operator idle before each trial; victims
+in order: {victims}). Clock from the DELETE of the member Pod; the last row is the figure: the
+new Pod Ready and a status written after the deletion (one that showed the member missing, or
+after a reconcile run that finished since) saying Available with every member ready.
+
+| measure | trials (s) | median (s) |
+| --- | --- | --- |
+{heal_text}
+
+Median heal of a member that is not the leader: {heal_median:.1f} s (goal <= {HEAL_GOAL:.0f} s:
+{heal_verdict} it).
+"""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py bootstrap", description=__doc__)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument(
+        "--leader-trials", type=int, default=1, help="heal trials that delete the leader"
+    )
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
+    )
+    args = parser.parse_args(argv)
+    report = run(args)
+    print(json.dumps(report, indent=1))
+    text = section(report, ("python bench/run.py bootstrap " + " ".join(argv)).strip())
+    print(text)
+    if not args.no_docs:
+        write_section(HEADING, text)
+    return 0

@@ -3,7 +3,6 @@ certificates, its client certificate is let in, and one from another CA is not."
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +14,18 @@ from ansible.module_utils.etcd_errors import EtcdModuleError
 from tests.ansible_adhoc import run_module
 from tests.etcd_cluster import EtcdCluster, etcd_bin_dir
 from tests.etcd_pki import Pki
+from tests.filters import load_filter
 
 pytestmark = pytest.mark.etcd
-
-FILTERS = Path(__file__).resolve().parents[2] / "plugins" / "filter"
 
 
 def role_profiles() -> dict[str, Any]:
     """What the role passes: etcd_cert_profiles of a cluster `e` in namespace `ns`."""
-    spec = importlib.util.spec_from_file_location("etcd_manifests", FILTERS / "etcd_manifests.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.cert_profiles({"name": "e", "namespace": "ns", "domain": "cluster.local"}))
+    return dict(
+        load_filter("etcd_manifests").cert_profiles(
+            {"name": "e", "namespace": "ns", "domain": "cluster.local"}
+        )
+    )
 
 
 def issue(args: dict[str, Any], check: bool = False) -> dict[str, Any]:

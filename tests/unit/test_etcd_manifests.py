@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-FILTERS = Path(__file__).resolve().parents[2] / "plugins" / "filter"
+from tests.filters import load_filter
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, FILTERS / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ep = _load("etcd_plan")
-em = _load("etcd_manifests")
+ep = load_filter("etcd_plan")
+em = load_filter("etcd_manifests")
 
 HOSTILE = "{{ lookup('ansible.builtin.pipe', 'id') }}\n  hostPath: {path: /}"
 

@@ -4,9 +4,7 @@ cryptography's own path validation, on the profiles the role really passes."""
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import ipaddress
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,17 +29,18 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-FILTERS = Path(__file__).resolve().parents[2] / "plugins" / "filter"
+from tests.filters import load_filter
+
 NOW = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
 
 
 def _role_profiles() -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location("etcd_manifests", FILTERS / "etcd_manifests.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.cert_profiles({"name": "e", "namespace": "ns", "domain": "cluster.local"}))
+    return dict(
+        load_filter("etcd_manifests").cert_profiles(
+            {"name": "e", "namespace": "ns", "domain": "cluster.local"}
+        )
+    )
 
 
 PROFILES = _role_profiles()

@@ -99,15 +99,18 @@ def k8s_namespace(k8s_cluster: K8sCluster) -> Iterator[str]:
     try:
         yield name
     finally:
-        k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
         _release_finalizers(k8s_cluster, name)
+        k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 # Custom objects whose controller has stopped keep their finalizers and hold the namespace in
 # Terminating for good. The namespace controller retries each such namespace about every second
 # against the controller-manager's client rate limit, so a few of them starve the deletion of
 # every other namespace (molecule's destroy timed out so). Tests own their namespace: once its
-# deletion is asked, nothing is left to finalize.
+# deletion is asked, nothing is left to finalize. The objects are deleted first and their
+# finalizers released after: an object being deleted can get no new finalizer, whereas one
+# released while still live got its finalizer back from an operator watching every namespace
+# (a `make demo` one) and held the namespace again.
 _OWN_GROUP_SUFFIX = "runbook.io"
 
 
@@ -118,6 +121,9 @@ def _release_finalizers(k8s_cluster: K8sCluster, namespace: str) -> None:
     kinds = [crd for crd in crds if crd.endswith(_OWN_GROUP_SUFFIX)]
     if not kinds:
         return
+    k8s_cluster.kubectl(
+        "delete", ",".join(kinds), "-n", namespace, "--all", "--wait=false", check=False
+    )
     names = k8s_cluster.kubectl(
         "get", ",".join(kinds), "-n", namespace, "-o", "name", check=False
     ).stdout.split()

@@ -138,6 +138,28 @@ def test_learners_serve_no_clients_and_the_budget_counts_voters_only():
     assert pdb["spec"]["minAvailable"] == 2
 
 
+@pytest.mark.parametrize(
+    ("version", "flag"),
+    [
+        ("3.6.16", "--peer-skip-client-san-verification=true"),
+        ("3.5.26", "--experimental-peer-skip-client-san-verification=true"),
+        ("3.4.39", "--experimental-peer-skip-client-san-verification=true"),
+    ],
+)
+def test_peers_under_the_clusters_own_ca_are_not_checked_against_dns(version, flag):
+    p = a_plan(version=version)
+    args = em.member_pod(p, "e-0", seed_claim(p))["spec"]["containers"][0]["args"]
+    assert [a for a in args if "san-verification" in a] == [flag]
+
+
+def test_peers_under_a_users_ca_keep_etcds_dns_check():
+    secrets = {"peer": "p", "server": "s", "client": "c"}
+    p = a_plan(tls={"enabled": True, "secrets": secrets})
+    args = em.member_pod(p, "e-0", seed_claim(p))["spec"]["containers"][0]["args"]
+    assert "--peer-client-cert-auth=true" in args
+    assert not [a for a in args if "san-verification" in a]
+
+
 def test_plain_http_cluster():
     p = a_plan(tls={"enabled": False})
     pod = em.member_pod(p, "e-0", seed_claim(p))

@@ -1,0 +1,289 @@
+"""Decisions of the backup runbook: pure functions from listed snapshots to what to prune,
+how a new snapshot is named, and what status shows.
+
+Nothing here talks to etcd, Kubernetes or an object store; every rule has table-driven unit
+tests (tests/unit/test_etcd_backup_plan.py). The rules that keep data safe:
+
+* pruning happens only after a successful snapshot: the caller passes the location of the
+  snapshot it has just saved and verified, and without one nothing is pruned;
+* the newest verified snapshot is never pruned, whatever `keep` and `maxAge` say (a cluster
+  whose backups stopped long ago keeps its last good one);
+* an unverified entry (no manifest, a half-written upload, a size that does not match its
+  manifest) is pruned only when it is older than the newest verified snapshot: a newer one
+  may be a backup another run is still writing.
+
+A snapshot, as a listing returns it, is a dict with `location` (or `key`), `time` (RFC 3339),
+`sha256` and `verified`, and optionally `revision` and `size`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+KEEP_FIELD = "spec.retention.keep"
+MAX_AGE_FIELD = "spec.retention.maxAge"
+STATUS_LIMIT = 20  # retained snapshots listed in status, newest first
+
+_DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
+_DURATION = re.compile(r"^(?:[0-9]+[smhdw])+$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# <prefix>/<namespace>/<cluster>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db: the timestamp first, in
+# a fixed width, so the keys of one cluster sort by time as plain strings.
+_KEY_TIME = "%Y%m%dT%H%M%SZ"
+_KEY = re.compile(
+    r"^(?:(?P<prefix>.+)/)?(?P<namespace>[^/]+)/(?P<cluster>[^/]+)/"
+    r"(?P<stamp>[0-9]{8}T[0-9]{6}Z)-rev(?P<revision>[0-9]+)\.db$"
+)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class BackupPlanError(ValueError):
+    """A value the backup plan cannot read; the message names the field."""
+
+
+# --- values --------------------------------------------------------------------------------
+
+
+def parse_duration(value: Any, field: str = MAX_AGE_FIELD) -> timedelta:
+    """A duration such as `72h`, `30m`, `7d`, `1w` or `1h30m` (s, m, h, d = 24h, w = 7d)."""
+    text = value.strip() if isinstance(value, str) else None
+    if not text or not _DURATION.match(text):
+        raise BackupPlanError(
+            f"{field} must be a duration such as 72h, 30m, 7d or 1h30m (units s, m, h, d, w), "
+            f"not {value!r}"
+        )
+    seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    if seconds <= 0:
+        raise BackupPlanError(f"{field} must be longer than zero, not {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def parse_time(value: Any, field: str = "time") -> datetime:
+    """An RFC 3339 time (`2026-05-01T03:00:00Z`, any offset) as an aware UTC datetime."""
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            raise BackupPlanError(f"{field} is not an RFC 3339 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise BackupPlanError(
+            f"{field} has no time zone (RFC 3339 needs Z or an offset): {value!r}"
+        )
+    return parsed.astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a Z, to the second (as Kubernetes writes times)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def retention(spec: Any) -> dict[str, Any]:
+    """`spec.retention` checked: {"keep": int | None, "max_age": str | None,
+    "max_age_seconds": int | None}.
+
+    Neither set keeps every verified snapshot (only unverified leftovers are pruned)."""
+    spec = spec or {}
+    if not isinstance(spec, dict):
+        raise BackupPlanError(f"spec.retention must be a mapping, not {spec!r}")
+    keep = spec.get("keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise BackupPlanError(
+            f"{KEEP_FIELD} must be a whole number of at least 1 (the newest verified snapshot "
+            f"is always kept), not {keep!r}"
+        )
+    max_age = spec.get("maxAge", spec.get("max_age"))
+    age = None if max_age in (None, "") else int(parse_duration(max_age).total_seconds())
+    return {"keep": keep, "max_age": max_age or None, "max_age_seconds": age}
+
+
+# --- object names --------------------------------------------------------------------------
+
+
+def snapshot_key(prefix: Any, namespace: str, cluster: str, time: Any, revision: Any) -> str:
+    """The object key of a new snapshot:
+    `<prefix>/<namespace>/<cluster>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db` (no prefix part when
+    the prefix is empty). Keys of one cluster sort by time as strings."""
+    for field, value in (("namespace", namespace), ("cluster", cluster)):
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise BackupPlanError(f"{field} {value!r} is not a Kubernetes name")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise BackupPlanError(f"revision must be a whole number of 0 or more, not {revision!r}")
+    clean_prefix = "/".join(part for part in str(prefix or "").split("/") if part)
+    stamp = parse_time(time).strftime(_KEY_TIME)
+    name = f"{namespace}/{cluster}/{stamp}-rev{revision}.db"
+    return f"{clean_prefix}/{name}" if clean_prefix else name
+
+
+def cluster_prefix(prefix: Any, namespace: str, cluster: str) -> str:
+    """The key prefix under which one cluster's snapshots are listed (ends with `/`)."""
+    clean_prefix = "/".join(part for part in str(prefix or "").split("/") if part)
+    head = f"{clean_prefix}/" if clean_prefix else ""
+    return f"{head}{namespace}/{cluster}/"
+
+
+def parse_snapshot_key(key: Any) -> dict[str, Any] | None:
+    """What `snapshot_key` put into a key, or None for a key it did not make (a manifest,
+    anything else stored under the prefix)."""
+    match = _KEY.match(str(key))
+    if not match:
+        return None
+    stamp = datetime.strptime(match["stamp"], _KEY_TIME).replace(tzinfo=UTC)
+    return {
+        "key": str(key),
+        "prefix": match["prefix"] or "",
+        "namespace": match["namespace"],
+        "cluster": match["cluster"],
+        "time": format_time(stamp),
+        "revision": int(match["revision"]),
+    }
+
+
+# --- retention -----------------------------------------------------------------------------
+
+
+def _location(entry: Any, index: int) -> str:
+    if not isinstance(entry, dict):
+        raise BackupPlanError(f"snapshots[{index}] must be a mapping, not {entry!r}")
+    location = entry.get("location") or entry.get("key")
+    if not location:
+        raise BackupPlanError(f"snapshots[{index}] has no location (or key)")
+    return str(location)
+
+
+def _ordered(snapshots: Any) -> list[tuple[datetime, int, str, dict[str, Any]]]:
+    """(time, revision, location, entry), newest first; a tie in time goes to the higher
+    revision, then to the location."""
+    if not isinstance(snapshots, list):
+        raise BackupPlanError(f"snapshots must be a list, not {snapshots!r}")
+    rows = []
+    seen: set[str] = set()
+    for index, entry in enumerate(snapshots):
+        location = _location(entry, index)
+        if location in seen:
+            raise BackupPlanError(f"snapshots[{index}]: {location} is listed twice")
+        seen.add(location)
+        when = parse_time(entry.get("time"), f"snapshots[{index}].time ({location})")
+        revision = entry.get("revision")
+        rows.append((when, revision if isinstance(revision, int) else -1, location, entry))
+    rows.sort(key=lambda row: (row[0], row[1], row[2]), reverse=True)
+    return rows
+
+
+def _verified(entry: dict[str, Any]) -> bool:
+    return entry.get("verified") is True and bool(entry.get("sha256"))
+
+
+def prune_plan(snapshots: Any, retention_spec: Any, now: Any, newest: Any = None) -> dict[str, Any]:
+    """Which snapshots to delete after a backup, and why.
+
+    `newest` is the location of the snapshot this run has just saved and verified; without
+    it (the backup failed, or was not taken) nothing is pruned. A verified snapshot is
+    retained while it is among the `keep` newest verified ones and younger than `maxAge`
+    (each rule given); the newest verified one is retained always. An unverified entry older
+    than the newest verified snapshot is pruned; a newer one is left alone (it may still be
+    being written).
+
+    Returns {"prune": [entry + "reason"], "retained": [entry], "newest_verified": entry or
+    None, "msg": str}; both lists newest first."""
+    rules = retention(retention_spec)
+    moment = parse_time(now, "now")
+    rows = _ordered(snapshots)
+    verified = [row for row in rows if _verified(row[3])]
+    newest_verified = verified[0] if verified else None
+    result: dict[str, Any] = {
+        "prune": [],
+        "retained": [row[3] for row in rows],
+        "newest_verified": newest_verified[3] if newest_verified else None,
+    }
+    if not newest:
+        return {**result, "msg": "no snapshot was saved by this run: nothing is pruned"}
+    if not any(row[2] == str(newest) and _verified(row[3]) for row in rows):
+        return {
+            **result,
+            "msg": f"the snapshot just saved ({newest}) is not listed as verified: nothing is "
+            "pruned until a listing shows it",
+        }
+    assert newest_verified is not None  # newest is verified, so there is one
+    cutoff = (
+        moment - timedelta(seconds=rules["max_age_seconds"])
+        if rules["max_age_seconds"] is not None
+        else None
+    )
+    prune: list[dict[str, Any]] = []
+    retained: list[dict[str, Any]] = []
+    rank = 0  # position among verified snapshots, newest first
+    for when, _revision, location, entry in rows:
+        reason = None
+        if not _verified(entry):
+            if when < newest_verified[0]:
+                reason = "unverified (no manifest, or a size that does not match it)"
+        else:
+            rank += 1
+            if location in (newest_verified[2], str(newest)):
+                reason = None
+            elif rules["keep"] is not None and rank > rules["keep"]:
+                reason = f"beyond the newest {rules['keep']} ({KEEP_FIELD})"
+            elif cutoff is not None and when < cutoff:
+                reason = f"older than {rules['max_age']} ({MAX_AGE_FIELD})"
+        if reason is None:
+            retained.append(entry)
+        else:
+            prune.append({**entry, "reason": reason})
+    message = (
+        f"prune {len(prune)} of {len(rows)} snapshots, keep {len(retained)}"
+        if prune
+        else f"nothing to prune: {len(rows)} snapshots within retention"
+    )
+    return {**result, "prune": prune, "retained": retained, "msg": message}
+
+
+def newest_verified(snapshots: Any) -> dict[str, Any]:
+    """The newest verified snapshot (what a restore from a backup's name uses); raises when
+    there is none."""
+    for _when, _revision, _location, entry in _ordered(snapshots):
+        if _verified(entry):
+            return dict(entry)
+    raise BackupPlanError(
+        f"no verified snapshot among the {len(snapshots)} listed (a snapshot is verified once "
+        "its manifest, with its sha256, is written beside it)"
+    )
+
+
+def retained_status(snapshots: Any, limit: int = STATUS_LIMIT) -> list[dict[str, Any]]:
+    """The verified snapshots for status (`status.retainedSnapshots`): newest first, at most
+    `limit`, each {location, time, revision, size, sha256} with what is known."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise BackupPlanError(f"limit must be a whole number of at least 1, not {limit!r}")
+    out = []
+    for when, _revision, location, entry in _ordered(snapshots):
+        if not _verified(entry):
+            continue
+        item: dict[str, Any] = {
+            "location": location,
+            "time": format_time(when),
+            "sha256": entry["sha256"],
+        }
+        for key in ("revision", "size"):
+            if isinstance(entry.get(key), int) and not isinstance(entry.get(key), bool):
+                item[key] = entry[key]
+        out.append(item)
+        if len(out) == limit:
+            break
+    return out
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "etcd_backup_retention": retention,
+            "etcd_backup_prune": prune_plan,
+            "etcd_backup_key": snapshot_key,
+            "etcd_backup_prefix": cluster_prefix,
+            "etcd_backup_parse_key": parse_snapshot_key,
+            "etcd_backup_newest_verified": newest_verified,
+            "etcd_backup_retained_status": retained_status,
+        }

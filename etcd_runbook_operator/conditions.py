@@ -2,12 +2,14 @@
 
 Rules: a condition's lastTransitionTime changes only when its status changes; before a run the
 status changes only when the spec changed (generation != observedGeneration), and then only
-Progressing is set; a run's set_stats `operator_status` / `operator_conditions` are merged after
-it; a failure without a role-provided Degraded condition gives Degraded=True/RunbookFailed with
-the failed task's message, and without a role-provided Available condition Available=Unknown:
-a run that failed before it could look says nothing about availability, and the last value
-may be a lie by now. Messages are cut to MESSAGE_LIMIT characters: a condition names a cause,
-it does not carry whole objects.
+Progressing is set; while a run is in flight its latest `operator_progress` (the status and
+conditions of its latest look) is merged and Progressing names its latest announced step, but
+observedGeneration waits for the end; a run's set_stats `operator_status` /
+`operator_conditions` are merged after it; a failure without a role-provided Degraded condition
+gives Degraded=True/RunbookFailed with the failed task's message, and without a role-provided
+Available condition Available=Unknown: a run that failed before it could look says nothing
+about availability, and the last value may be a lie by now. Messages are cut to MESSAGE_LIMIT
+characters: a condition names a cause, it does not carry whole objects.
 """
 
 from __future__ import annotations
@@ -81,24 +83,41 @@ def before_run(status: dict[str, Any] | None, generation: int, now: str) -> dict
     return status
 
 
-def after_run(
+def during_run(
     status: dict[str, Any] | None,
     generation: int,
-    ok: bool,
-    stats: dict[str, Any],
-    failure: str,
+    progress: dict[str, Any],
+    step: dict[str, Any] | None,
     now: str,
 ) -> dict[str, Any]:
-    """Status after a run: set_stats merged, defaults for what the role did not say."""
+    """Status while a run is in flight: `progress` (its latest look: `status` fields and
+    `conditions`) merged, and Progressing=True naming `step` (the latest Event it announced).
+    observedGeneration is left alone: the run has not finished with this generation."""
     status = copy.deepcopy(status or {})
-    reported = stats.get("operator_status")
+    _merge(status, progress.get("status"), progress.get("conditions"), generation, now)
+    if step:
+        set_condition(
+            status,
+            "Progressing",
+            True,
+            str(step.get("reason", "")),
+            str(step.get("message", "")),
+            generation,
+            now,
+        )
+    return status
+
+
+def _merge(
+    status: dict[str, Any], reported: Any, given: Any, generation: int, now: str
+) -> dict[str, Any]:
+    """Merge a run's status fields and conditions into `status`; returns the conditions given."""
     if isinstance(reported, dict):
         status.update(
             {k: v for k, v in reported.items() if k not in ("conditions", "observedGeneration")}
         )
-    given = stats.get("operator_conditions")
-    given = given if isinstance(given, dict) else {}
-    for type_, cond in given.items():
+    conds: dict[str, Any] = given if isinstance(given, dict) else {}
+    for type_, cond in conds.items():
         cond = cond if isinstance(cond, dict) else {"status": cond}
         set_condition(
             status,
@@ -109,6 +128,22 @@ def after_run(
             generation,
             now,
         )
+    return conds
+
+
+def after_run(
+    status: dict[str, Any] | None,
+    generation: int,
+    ok: bool,
+    stats: dict[str, Any],
+    failure: str,
+    now: str,
+) -> dict[str, Any]:
+    """Status after a run: set_stats merged, defaults for what the role did not say."""
+    status = copy.deepcopy(status or {})
+    given = _merge(
+        status, stats.get("operator_status"), stats.get("operator_conditions"), generation, now
+    )
     if ok:
         defaults = {
             "Available": (True, "Reconciled", "The last reconcile succeeded"),

@@ -17,11 +17,15 @@ from .informer import ObjKey, obj_key
 from .intake import InFlight, run_name
 from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
+from .progress import RunProgress
 from .runner import PlaybookRunner, RunResult
 from .status import now_rfc3339, update_finalizers, update_status
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
+
+# At most one round of mid-run writes (Events, then status) per this many seconds of a run.
+PROGRESS_INTERVAL = 2.0
 
 
 class Reconciler:
@@ -109,7 +113,7 @@ class Reconciler:
             )
         self.in_flight.begin(key, generation)
         try:
-            result = self._run(obj, self.watch.target)
+            result, sent = self._run(obj, self.watch.target, generation)
         finally:
             preempted = self.in_flight.end(key)
         if result is None:
@@ -119,7 +123,7 @@ class Reconciler:
             self.metrics.reconcile_total.labels(self.watch.kind, "preempted").inc()
             self.queue.add(key)
             return
-        self._report(key, obj, result, generation)
+        self._report(key, obj, result, generation, sent)
         if result.ok:
             self.skips.record_success(key, fp)
             self.queue.forget(key)
@@ -131,10 +135,10 @@ class Reconciler:
     ) -> None:
         namespace, name = key
         generation = int(obj["metadata"].get("generation") or 0)
-        result = self._run(obj, target)
+        result, sent = self._run(obj, target, generation)
         if result is None:
             return
-        self._report(key, obj, result, generation)
+        self._report(key, obj, result, generation, sent)
         if not result.ok:
             # The finalizer stays: deleting now could orphan data the runbook did not clean up.
             self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
@@ -145,8 +149,38 @@ class Reconciler:
         self.skips.forget(key)
         self.queue.forget(key)
 
-    def _run(self, obj: dict[str, Any], target: Target) -> RunResult | None:
-        """One ansible-runner run; None when it was stopped for shutdown (not a failure)."""
+    def _progress(self, obj: dict[str, Any], generation: int) -> RunProgress:
+        """Mid-run Events and status of one run of `obj` (progress.py)."""
+        namespace, name = obj_key(obj)
+
+        def emit(event: dict[str, Any]) -> None:
+            self.recorder.emit(
+                obj,
+                str(event.get("type", "Normal")),
+                str(event["reason"]),
+                str(event.get("message", "")),
+            )
+
+        def write_status(progress: dict[str, Any], step: dict[str, Any] | None) -> None:
+            update_status(
+                self.kube,
+                self.resource,
+                namespace,
+                name,
+                lambda o: conditions.during_run(
+                    o.get("status"), generation, progress, step, now_rfc3339()
+                ),
+            )
+
+        return RunProgress(
+            emit, write_status if self.watch.manage_status else None, PROGRESS_INTERVAL
+        )
+
+    def _run(
+        self, obj: dict[str, Any], target: Target, generation: int
+    ) -> tuple[RunResult | None, int]:
+        """One ansible-runner run, and how many of its Events were sent while it ran; no result
+        when it was stopped for shutdown (not a failure)."""
         meta = obj["metadata"]
         kind = self.watch.kind
         extravars = build_extravars(self.watch, obj, target)
@@ -163,14 +197,19 @@ class Reconciler:
             meta["name"],
             target.playbook or target.role,
         )
-        result = self.runner.run(
-            target,
-            extravars,
-            artifact_parent,
-            self.watch.max_runner_artifacts,
-            self.runner_timeout,
-            name=run_name(obj_key(obj)),
-        )
+        progress = self._progress(obj, generation)
+        try:
+            result = self.runner.run(
+                target,
+                extravars,
+                artifact_parent,
+                self.watch.max_runner_artifacts,
+                self.runner_timeout,
+                name=run_name(obj_key(obj)),
+                on_stats=progress,
+            )
+        finally:
+            sent = progress.close()
         self.metrics.playbook_duration.labels(kind, result.status).observe(result.duration)
         log.info(
             "%s %s/%s: %s in %.1fs (artifacts %s)",
@@ -183,11 +222,11 @@ class Reconciler:
         )
         if result.status == "stopped" and self.shutting_down.is_set():
             self.metrics.reconcile_total.labels(kind, "stopped").inc()
-            return None
+            return None, sent
         if result.status == "stopped" and self.in_flight.is_preempted(obj_key(obj)):
-            return result  # counted by reconcile()
+            return result, sent  # counted by reconcile()
         self.metrics.reconcile_total.labels(kind, "success" if result.ok else "failure").inc()
-        return result
+        return result, sent
 
     def _failure_text(self, result: RunResult) -> str:
         if result.status in ("timeout", "stopped"):
@@ -199,10 +238,15 @@ class Reconciler:
             return f"task {result.failed_task!r} failed: {result.failed_msg}"
         return f"the playbook failed (status {result.status}, rc {result.rc})"
 
-    def _report(self, key: ObjKey, obj: dict[str, Any], result: RunResult, generation: int) -> None:
+    def _report(
+        self, key: ObjKey, obj: dict[str, Any], result: RunResult, generation: int, sent: int
+    ) -> None:
         stats = result.stats if isinstance(result.stats, dict) else {}
-        announced = set()
-        for ev in stats.get("operator_events") or []:
+        told = stats.get("operator_events") or []
+        announced = {
+            str(ev["reason"]) for ev in told[:sent] if isinstance(ev, dict) and ev.get("reason")
+        }
+        for ev in told[sent:]:
             if isinstance(ev, dict) and ev.get("reason"):
                 announced.add(str(ev["reason"]))
                 self.recorder.emit(

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,24 +62,42 @@ class _ActiveRun:
 
 
 class _EventCollector:
-    """Picks the facts the watcher needs out of ansible-runner's event stream."""
+    """Picks the facts the watcher needs out of ansible-runner's event stream, and hands each
+    set_stats as it happens to `on_stats` (what a run tells while in flight)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_stats: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.stats: dict[str, Any] = {}
         self.failed_task: str | None = None
         self.failed_msg: str | None = None
+        self.on_stats = on_stats
 
     def __call__(self, event: dict[str, Any]) -> bool:
         data = event.get("event_data") or {}
         kind = event.get("event")
         if kind == "playbook_on_stats":
             self.stats = data.get("artifact_data") or {}
+        elif kind == "runner_on_ok" and self.on_stats is not None:
+            for told in _set_stats_data(data.get("res") or {}):
+                try:
+                    self.on_stats(told)
+                except Exception:  # progress is a courtesy: the run goes on regardless
+                    log.exception("handling a run's set_stats while in flight failed")
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
             "ignore_errors"
         ):
             self.failed_task = data.get("task")
             self.failed_msg = _failure_message(data.get("res") or {})
         return True
+
+
+def _set_stats_data(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The data of a set_stats result, in order: one, or one per item of a looped task."""
+    found = []
+    for item in [res, *(res.get("results") or [])]:
+        told = item.get("ansible_stats") if isinstance(item, dict) else None
+        if isinstance(told, dict) and isinstance(told.get("data"), dict):
+            found.append(told["data"])
+    return found
 
 
 def _failure_message(res: dict[str, Any]) -> str:
@@ -179,6 +198,7 @@ class PlaybookRunner:
         keep: int,
         timeout: float,
         name: str = "",
+        on_stats: Callable[[dict[str, Any]], None] | None = None,
     ) -> RunResult:
         ident = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         ident += f"-{next(self._ids)}"
@@ -191,7 +211,7 @@ class PlaybookRunner:
             self._active[run_id] = active
         soft = threading.Timer(timeout, active.stop_file.touch)
         soft.daemon = True
-        collector = _EventCollector()
+        collector = _EventCollector(on_stats)
         started = time.monotonic()
         try:
             playbook = target.playbook or self._role_playbook(pdd, str(target.role))

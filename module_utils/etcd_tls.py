@@ -1,7 +1,8 @@
 """An etcd cluster's TLS material made in one process: a CA and the certificates it signs.
 
-The role used to make it with community.crypto's privatekey/CSR/certificate pipes, three module
-processes per certificate. Here each step is a small function over `cryptography`, and the
+One process because community.crypto's privatekey/CSR/certificate pipes cost three module
+processes per certificate (~8 s of a new cluster's first run). Each step is a small function
+over `cryptography`, and the
 result is already shaped as kubernetes.io/tls Secret data ({'tls.crt', 'tls.key', 'ca.crt'},
 PEM; keys PKCS#8 without a password, which is what etcd reads).
 

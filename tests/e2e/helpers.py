@@ -44,11 +44,21 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def wait_available(
-    k8s: K8sCluster, ns: str, name: str, size: int, timeout: float
+    k8s: K8sCluster,
+    ns: str,
+    name: str,
+    size: int,
+    timeout: float,
+    seen: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The object once Available with `size` ready members; `seen` collects each status read
+    on the way (what `kubectl get -w` would have shown)."""
+
     def ready() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", name)
         status = obj.get("status", {})
+        if seen is not None:
+            seen.append(status)
         ok = (
             condition(obj, "Available").get("status") == "True"
             and status.get("readyMembers") == size
@@ -57,7 +67,12 @@ def wait_available(
         )
         return obj if ok else {}
 
-    return k8s.wait_for(ready, timeout=timeout, interval=2, what=f"{name} Available with {size}")
+    return k8s.wait_for(
+        ready,
+        timeout=timeout,
+        interval=1 if seen is not None else 2,
+        what=f"{name} Available with {size}",
+    )
 
 
 def pods(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:

@@ -1,4 +1,12 @@
-from etcd_runbook_operator.conditions import MESSAGE_LIMIT, after_run, before_run, get_condition
+import pytest
+
+from etcd_runbook_operator.conditions import (
+    MESSAGE_LIMIT,
+    after_run,
+    before_run,
+    during_run,
+    get_condition,
+)
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 
@@ -81,3 +89,55 @@ def test_failure_with_role_degraded_keeps_the_role_reason():
     assert get_condition(s, "Degraded")["reason"] == "UnsafeScaleDown"
     available = get_condition(s, "Available")
     assert available["status"] == "Unknown", "a failure does not invent availability"
+
+
+ADDED = {"type": "Normal", "reason": "MemberAdded", "message": "Added w-1 as a learner"}
+
+
+@pytest.mark.parametrize(
+    ("progress", "step", "want_ready", "want_progressing"),
+    [
+        # The run's latest look: its status fields and conditions, nothing announced yet.
+        (
+            {
+                "status": {"readyMembers": 2},
+                "conditions": {
+                    "Progressing": {"status": True, "reason": "Scaling", "message": "2 of 3"}
+                },
+            },
+            None,
+            2,
+            ("True", "Scaling", "2 of 3"),
+        ),
+        # An announced step names what the run is doing now, over the look's Progressing.
+        (
+            {
+                "status": {"readyMembers": 2},
+                "conditions": {
+                    "Progressing": {"status": True, "reason": "Scaling", "message": "2 of 3"}
+                },
+            },
+            ADDED,
+            2,
+            ("True", "MemberAdded", "Added w-1 as a learner"),
+        ),
+        # Only a step: the status fields stay as they were.
+        ({}, ADDED, 3, ("True", "MemberAdded", "Added w-1 as a learner")),
+    ],
+)
+def test_during_a_run_the_latest_look_and_step_show(progress, step, want_ready, want_progressing):
+    before = after_run(None, 1, True, {"operator_status": {"readyMembers": 3}}, "", T0)
+    now = during_run(before, 2, progress, step, T1)
+    assert now["readyMembers"] == want_ready
+    got = get_condition(now, "Progressing")
+    assert (got["status"], got["reason"], got["message"]) == want_progressing
+    assert got["observedGeneration"] == 2 and got["lastTransitionTime"] == T1
+    assert now["observedGeneration"] == 1, "observedGeneration waits for the end of the run"
+    assert get_condition(now, "Available") == get_condition(before, "Available")
+
+
+def test_the_in_flight_look_never_stands_for_the_end_of_a_failed_run():
+    """A failed run that could not look again leaves Available Unknown, whatever it saw before."""
+    seen = during_run(None, 1, {"conditions": {"Available": {"status": True}}}, None, T0)
+    after = after_run(seen, 1, False, {}, "task 'x' failed: boom", T1)
+    assert get_condition(after, "Available")["status"] == "Unknown"

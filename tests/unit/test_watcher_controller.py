@@ -1,5 +1,7 @@
 """Reconcile logic against an in-memory API server and a recording runner."""
 
+import copy
+import time
 from pathlib import Path
 
 import pytest
@@ -408,3 +410,38 @@ def test_a_failing_finalizer_backs_off_too(tmp_path):
     ctl.reconcile(KEY)  # the override: at once
     assert len(runner.runs) == 2
     assert kube.objects[PATH]["metadata"]["finalizers"] == [FIN.name], "kept while it fails"
+
+
+def test_events_told_in_flight_go_out_once_and_status_follows_the_run(tmp_path):
+    added = {"type": "Normal", "reason": "MemberAdded", "message": "added w-1"}
+    done = {"type": "Normal", "reason": "Reconciled", "message": "3 members"}
+    stats = {"operator_status": {"readyMembers": 3}, "operator_events": [added, done]}
+    kube, runner, ctl, _ = make(tmp_path, [result(stats=stats)])
+    seen_in_flight: list[dict] = []
+
+    def look_while_running() -> None:
+        # The run's progress thread writes within its interval: watch the object meanwhile.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and "readyMembers" not in status(kube):
+            time.sleep(0.01)
+        seen_in_flight.append(copy.deepcopy(status(kube)))
+
+    runner.told = [
+        {"operator_progress": {"status": {"readyMembers": 2}}},
+        {"operator_events": [added]},
+    ]
+    runner.during_run = None
+    original_run = runner.run
+
+    def run_and_look(*args, **kwargs):
+        res = original_run(*args, **kwargs)
+        look_while_running()
+        return res
+
+    runner.run = run_and_look  # type: ignore[method-assign]
+    ctl.reconcile(KEY)
+    assert seen_in_flight[0]["readyMembers"] == 2, "the run's look is written while in flight"
+    assert seen_in_flight[0].get("observedGeneration") is None
+    assert status(kube)["readyMembers"] == 3 and status(kube)["observedGeneration"] == 1
+    events = sorted((o["reason"], o["count"]) for p, o in kube.objects.items() if "/events/" in p)
+    assert events == [("MemberAdded", 1), ("Reconciled", 1)], "nothing sent twice"

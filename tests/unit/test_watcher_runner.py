@@ -272,3 +272,54 @@ def test_object_strings_arrive_in_the_run_as_data(tmp_path):
     assert out["labels"] == {"k": HOSTILE[3], "l": HOSTILE[4:]}
     assert out["annotation"] == HOSTILE[0]
     assert out["meta"] == {"name": "w", "namespace": "ns"}
+
+
+def test_set_stats_reach_on_stats_as_they_happen_in_the_order_the_end_aggregates(tmp_path):
+    told: list[dict] = []
+    watch = widget_watch("progress.yml")
+    obj = {
+        "apiVersion": "test.runbook.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns"},
+    }
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    res = runner.run(
+        watch.target,
+        build_extravars(watch, obj, watch.target),
+        tmp_path / "artifacts" / "widget" / "ns" / "w",
+        3,
+        60.0,
+        on_stats=told.append,
+    )
+    assert res.ok, res
+    events = [e for data in told for e in data.get("operator_events", [])]
+    assert [e["reason"] for e in events] == ["MemberAdded", "MemberFenced", "MemberFenced", "Done"]
+    # What was told in flight is a prefix of (here: equal to) what the end reports.
+    assert res.stats["operator_events"] == events
+    assert [d["operator_progress"] for d in told if "operator_progress" in d] == [
+        {"status": {"readyMembers": 1}, "conditions": {"Available": {"status": "True"}}},
+        {"status": {"readyMembers": 3}},
+    ]
+
+
+def test_a_failing_on_stats_never_fails_the_run(tmp_path):
+    watch = widget_watch("progress.yml")
+    obj = {
+        "apiVersion": "test.runbook.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns"},
+    }
+
+    def broken(_data: dict) -> None:
+        raise RuntimeError("API server down")
+
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    res = runner.run(
+        watch.target,
+        build_extravars(watch, obj, watch.target),
+        tmp_path / "artifacts" / "widget" / "ns" / "w",
+        3,
+        60.0,
+        on_stats=broken,
+    )
+    assert res.ok and len(res.stats["operator_events"]) == 4

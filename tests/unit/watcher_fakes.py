@@ -120,6 +120,8 @@ class FakeRunner:
         self.stop_requests: list[str] = []
         # Called inside run(), as if events arrived while the playbook was in flight.
         self.during_run: Any = None
+        # set_stats data handed to on_stats inside run(), as a playbook tells them in flight.
+        self.told: list[dict[str, Any]] = []
 
     def stop_at_task_boundary(self, name: str) -> bool:
         self.stop_requests.append(name)
@@ -133,10 +135,13 @@ class FakeRunner:
         keep: int,
         timeout: float,
         name: str = "",
+        on_stats: Any = None,
     ) -> RunResult:
         self.runs.append({"target": target, "extravars": extravars, "name": name})
         if self.during_run:
             self.during_run()
+        for told in self.told:
+            on_stats(told)
         if self.results:
             return self.results.pop(0)
         return RunResult(status="successful", rc=0, duration=0.01, artifact_dir=artifact_parent)

@@ -28,7 +28,7 @@ def widget_watch(playbook: str, **vars_) -> Watch:
     )
 
 
-def run(tmp_path, playbook, timeout=60.0, **vars_):
+def run(tmp_path, playbook, timeout=60.0, on_stats=None, **vars_):
     watch = widget_watch(playbook, **vars_)
     obj = {
         "apiVersion": "test.runbook.io/v1",
@@ -43,6 +43,7 @@ def run(tmp_path, playbook, timeout=60.0, **vars_):
         tmp_path / "artifacts" / "widget" / "ns" / "w",
         3,
         timeout,
+        on_stats=on_stats,
     )
 
 
@@ -276,21 +277,7 @@ def test_object_strings_arrive_in_the_run_as_data(tmp_path):
 
 def test_set_stats_reach_on_stats_as_they_happen_in_the_order_the_end_aggregates(tmp_path):
     told: list[dict] = []
-    watch = widget_watch("progress.yml")
-    obj = {
-        "apiVersion": "test.runbook.io/v1",
-        "kind": "Widget",
-        "metadata": {"name": "w", "namespace": "ns"},
-    }
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
-    res = runner.run(
-        watch.target,
-        build_extravars(watch, obj, watch.target),
-        tmp_path / "artifacts" / "widget" / "ns" / "w",
-        3,
-        60.0,
-        on_stats=told.append,
-    )
+    _, res = run(tmp_path, "progress.yml", on_stats=told.append)
     assert res.ok, res
     events = [e for data in told for e in data.get("operator_events", [])]
     assert [e["reason"] for e in events] == ["MemberAdded", "MemberFenced", "MemberFenced", "Done"]
@@ -303,23 +290,8 @@ def test_set_stats_reach_on_stats_as_they_happen_in_the_order_the_end_aggregates
 
 
 def test_a_failing_on_stats_never_fails_the_run(tmp_path):
-    watch = widget_watch("progress.yml")
-    obj = {
-        "apiVersion": "test.runbook.io/v1",
-        "kind": "Widget",
-        "metadata": {"name": "w", "namespace": "ns"},
-    }
-
     def broken(_data: dict) -> None:
         raise RuntimeError("API server down")
 
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
-    res = runner.run(
-        watch.target,
-        build_extravars(watch, obj, watch.target),
-        tmp_path / "artifacts" / "widget" / "ns" / "w",
-        3,
-        60.0,
-        on_stats=broken,
-    )
+    _, res = run(tmp_path, "progress.yml", on_stats=broken)
     assert res.ok and len(res.stats["operator_events"]) == 4

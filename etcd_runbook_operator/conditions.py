@@ -92,9 +92,21 @@ def during_run(
 ) -> dict[str, Any]:
     """Status while a run is in flight: `progress` (its latest look: `status` fields and
     `conditions`) merged, and Progressing=True naming `step` (the latest Event it announced).
-    observedGeneration is left alone: the run has not finished with this generation."""
+    observedGeneration is left alone: the run has not finished with this generation. Nor does
+    Progressing turn False: a look cannot tell that the run has no step left (the budget after
+    a scale, say); only the end of the run can, so a run with nothing to do writes nothing."""
     status = copy.deepcopy(status or {})
-    _merge(status, progress.get("status"), progress.get("conditions"), generation, now)
+    given = progress.get("conditions")
+    if isinstance(given, dict):
+        given = {
+            type_: cond
+            for type_, cond in given.items()
+            if not (
+                type_ == "Progressing"
+                and _status_str(cond.get("status") if isinstance(cond, dict) else cond) == "False"
+            )
+        }
+    _merge(status, progress.get("status"), given, generation, now)
     if step:
         set_condition(
             status,

@@ -141,3 +141,22 @@ def test_the_in_flight_look_never_stands_for_the_end_of_a_failed_run():
     seen = during_run(None, 1, {"conditions": {"Available": {"status": True}}}, None, T0)
     after = after_run(seen, 1, False, {}, "task 'x' failed: boom", T1)
     assert get_condition(after, "Available")["status"] == "Unknown"
+
+
+def test_in_flight_progressing_never_turns_false_only_the_end_says_nothing_is_left():
+    """A look mid-run may see the cluster sized (Progressing False) while the run still has
+    steps to take (the budget after a scale): Progressing stays as it was until the end."""
+    scaling = before_run(after_run(None, 1, True, {}, "", T0), 2, T1)
+    done_look = {
+        "conditions": {
+            "Progressing": {"status": False, "reason": "Reconciled", "message": "5 members"}
+        }
+    }
+    mid = during_run(scaling, 2, done_look, None, T1)
+    assert get_condition(mid, "Progressing")["status"] == "True"
+    idle = after_run(None, 1, True, {}, "", T0)
+    assert during_run(idle, 1, done_look, None, T2) == idle, (
+        "a run with nothing to do writes nothing"
+    )
+    end = after_run(mid, 2, True, {"operator_conditions": done_look["conditions"]}, "", T2)
+    assert get_condition(end, "Progressing")["status"] == "False"

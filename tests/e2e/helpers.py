@@ -51,8 +51,10 @@ def wait_available(
     timeout: float,
     seen: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The object once Available with `size` ready members; `seen` collects each status read
-    on the way (what `kubectl get -w` would have shown)."""
+    """The object once Available with `size` ready members and its run over (Progressing
+    False: status shows a run's looks while it goes on, and the run may still have its own
+    bookkeeping to do, such as labelling a promoted member voting); `seen` collects each
+    status read on the way (what `kubectl get -w` would have shown)."""
 
     def ready() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", name)
@@ -64,6 +66,7 @@ def wait_available(
             and status.get("readyMembers") == size
             and status.get("size") == size
             and status.get("phase") == "Running"
+            and condition(obj, "Progressing").get("status") == "False"
         )
         return obj if ok else {}
 

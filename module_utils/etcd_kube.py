@@ -1,4 +1,4 @@
-"""A small read-only Kubernetes API client for the observation module.
+"""A small Kubernetes API client for the observation module and etcd_kube_object.
 
 Why not the `kubernetes` package: importing it costs about half a CPU-second (every model
 class is loaded), and the observation runs at every reconcile. This client reads JSON over
@@ -6,7 +6,8 @@ urllib3 with the same credentials the `kubernetes` package would pick, in the sa
 an explicit kubeconfig, $K8S_AUTH_KUBECONFIG, $KUBECONFIG (its first file), ~/.kube/config,
 then the Pod's ServiceAccount. Kubeconfigs that need code to produce a credential (`exec`,
 `auth-provider`) are handed to the `kubernetes` package's own loader, paying its import then.
-Writes stay with kubernetes.core.k8s.
+The writes the runbooks make most (a member's claim and Pod, their records and labels) go
+through `KubeReader.send` for the same reason; the rest stay with kubernetes.core.k8s.
 """
 
 from __future__ import annotations
@@ -181,6 +182,39 @@ class KubeReader:
             message = str(body.get("message", ""))[:300]
             raise KubeError(f"GET {path}: HTTP {response.status}: {message}", reason=reason)
         return dict(body)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """A write; the object the API server answers with."""
+        url = self.server + path + (f"?{urlencode(query)}" if query else "")
+        headers = {**self.headers, "Content-Type": content_type}
+        try:
+            response = self.http.request(
+                method,
+                url,
+                body=None if body is None else json.dumps(body).encode(),
+                headers=headers,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeError(f"API server {self.server} unreachable: {exc}") from exc
+        try:
+            answer = json.loads(response.data or b"{}")
+        except ValueError as exc:
+            raise KubeError(f"{method} {path}: HTTP {response.status}, not JSON") from exc
+        if response.status >= 400:
+            reason = {401: "Forbidden", 403: "Forbidden", 404: "NotFound", 409: "Conflict"}
+            message = str(answer.get("message", ""))[:300]
+            raise KubeError(
+                f"{method} {path}: HTTP {response.status}: {message}",
+                reason=reason.get(response.status, "KubernetesError"),
+            )
+        return dict(answer)
 
     def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list[Any]:
         """The objects of a list, each with the kind and apiVersion the list leaves out."""

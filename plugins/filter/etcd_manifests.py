@@ -199,12 +199,14 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
         ],
         # Ready = this member sees a leader and serves reads. No liveness probe: restarting a
         # slow member (defragmentation, a large snapshot) makes things worse, and etcd exits
-        # by itself on fatal errors.
+        # by itself on fatal errors. Probed every 2 s: a restarted member's first probe comes
+        # before etcd is up, and the next one is when the Pod turns Ready (with 5 s, a healed
+        # member was healthy at 7 s and Ready at 12 s); 5 failures still take 10 s.
         "readinessProbe": {
             "httpGet": {"path": "/health", "port": 2381},
-            "periodSeconds": 5,
-            "timeoutSeconds": 3,
-            "failureThreshold": 3,
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 5,
         },
         # A failed start leaves etcd's last log lines in the Pod's status, where the runbook
         # reads why (the data-loss guard's words among them).

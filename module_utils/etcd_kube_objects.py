@@ -1,0 +1,120 @@
+"""Create-or-merge and merge-patch of the few kinds the runbooks write (etcd_kube_object).
+
+Decisions are pure functions (`contains`, `merge_patch`, `object_path`), tested without a
+server; `put_objects` carries them out with a `KubeReader`. A write is sent only when the
+object would change: `changed` is the comparison, and check mode answers from it without
+writing anything.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Protocol
+
+from ansible.module_utils.etcd_errors import EtcdInputError
+from ansible.module_utils.etcd_kube import namespaced
+
+# (apiVersion, kind) -> plural: no discovery round trip, and nothing else can be written.
+KINDS = {
+    ("v1", "Pod"): "pods",
+    ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Service"): "services",
+    ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
+}
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class Client(Protocol):
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None: ...
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        content_type: str = ...,
+        query: dict[str, str] | None = ...,
+    ) -> dict[str, Any]: ...
+
+
+def object_path(obj: dict[str, Any], namespace: str | None = None) -> tuple[str, str]:
+    """The collection path and name of `obj`; its kind must be one of KINDS."""
+    if not isinstance(obj, dict):
+        raise EtcdInputError(f"an object must be a mapping, got {type(obj).__name__}")
+    api_version, kind = obj.get("apiVersion", "v1"), obj.get("kind")
+    plural = KINDS.get((api_version, kind))  # type: ignore[arg-type]
+    if plural is None:
+        known = ", ".join(f"{k} ({v})" for v, k in KINDS)
+        raise EtcdInputError(f"cannot write {kind!r} ({api_version}): only {known}")
+    meta = obj.get("metadata") or {}
+    name, ns = meta.get("name"), meta.get("namespace") or namespace
+    if not name or not ns:
+        raise EtcdInputError(f"a {kind} needs metadata.name and a namespace")
+    return namespaced(api_version, ns, plural), str(name)
+
+
+def contains(current: Any, patch: Any) -> bool:
+    """Whether `current` already says all that `patch` says (RFC 7386 merge patch, where
+    null removes a key). A list says the same when each item does, item by item: the API
+    server adds defaults inside list items (a container's terminationMessagePath), which are
+    no change of ours."""
+    if isinstance(patch, list):
+        return (
+            isinstance(current, list)
+            and len(current) == len(patch)
+            and all(contains(c, p) for c, p in zip(current, patch, strict=True))
+        )
+    if not isinstance(patch, dict):
+        return bool(current == patch)
+    if not isinstance(current, dict):
+        return False
+    for key, value in patch.items():
+        if value is None:
+            if key in current:
+                return False
+        elif key not in current or not contains(current[key], value):
+            return False
+    return True
+
+
+def merge_patch(current: Any, patch: Any) -> Any:
+    """`current` merge-patched with `patch` (RFC 7386): what the API server would store."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = copy.deepcopy(current) if isinstance(current, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def put_objects(
+    client: Client, objects: list[dict[str, Any]], state: str, check: bool
+) -> dict[str, Any]:
+    """Write each of `objects` in turn. `present`: create it when missing, else merge-patch
+    it; `patched`: merge-patch an object that must exist. Returns the objects as they are
+    after (as they would be, in check mode), `changed`, and a before/after diff."""
+    results, before, after, changed = [], [], [], False
+    # Every object is checked before the first write: a refused one changes nothing.
+    paths = [object_path(obj) for obj in objects]
+    for obj, (path, name) in zip(objects, paths, strict=True):
+        current = client.get(f"{path}/{name}")
+        if current is None and state == "patched":
+            raise EtcdInputError(f"{obj['kind']} {name} does not exist, so it cannot be patched")
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        if current is not None and contains(current, body):
+            results.append(current)
+            continue
+        changed = True
+        before.append(current or {})
+        if check:
+            result = merge_patch(current or obj, body) if current else copy.deepcopy(obj)
+        elif current is None:
+            result = client.send("POST", path, obj)
+        else:
+            result = client.send("PATCH", f"{path}/{name}", body, MERGE_PATCH)
+        after.append(result)
+        results.append(result)
+    return {"objects": results, "changed": changed, "diff": {"before": before, "after": after}}

@@ -1,0 +1,156 @@
+"""The decisions of etcd_kube_object: what counts as a change, what a merge patch makes, which
+kinds may be written; and the order of calls put_objects makes (a fake API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible.module_utils.etcd_errors import EtcdInputError
+from ansible.module_utils.etcd_kube_objects import contains, merge_patch, object_path, put_objects
+
+
+@pytest.mark.parametrize(
+    ("current", "patch", "same"),
+    [
+        ({"a": 1, "b": 2}, {"a": 1}, True),
+        ({"a": 1}, {"a": 2}, False),
+        ({"a": 1}, {"b": None}, True),
+        ({"a": 1, "b": 2}, {"b": None}, False),
+        ({"m": {"x": "1", "y": "2"}}, {"m": {"x": "1"}}, True),
+        ({"m": {"x": "1"}}, {"m": {"x": "1", "z": "3"}}, False),
+        # Defaults the API server adds inside list items are no change of ours.
+        (
+            {"c": [{"name": "etcd", "terminationMessagePath": "/dev/x"}]},
+            {"c": [{"name": "etcd"}]},
+            True,
+        ),
+        ({"c": [{"name": "etcd"}, {"name": "b"}]}, {"c": [{"name": "etcd"}]}, False),
+        ({"c": [{"name": "etcd"}]}, {"c": [{"name": "other"}]}, False),
+        ({"a": "1"}, {"a": 1}, False),
+        ({}, {"m": {}}, False),
+        ({"m": None}, {"m": {"x": 1}}, False),
+    ],
+)
+def test_contains(current: Any, patch: Any, same: bool) -> None:
+    assert contains(current, patch) is same
+
+
+@pytest.mark.parametrize(
+    ("current", "patch", "merged"),
+    [
+        ({"a": 1}, {"b": 2}, {"a": 1, "b": 2}),
+        ({"a": 1, "b": 2}, {"b": None}, {"a": 1}),
+        ({"m": {"x": 1, "y": 2}}, {"m": {"y": 3}}, {"m": {"x": 1, "y": 3}}),
+        ({"l": [1, 2]}, {"l": [3]}, {"l": [3]}),
+        ({"a": "s"}, {"a": {"b": 1}}, {"a": {"b": 1}}),
+    ],
+)
+def test_merge_patch(current: Any, patch: Any, merged: Any) -> None:
+    before = repr(current)
+    assert merge_patch(current, patch) == merged
+    assert repr(current) == before, "the input is left as it was"
+
+
+def _pod(name: str = "e-0", **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", **meta},
+    }
+
+
+def test_paths_of_the_kinds_written():
+    assert object_path(_pod()) == ("/api/v1/namespaces/ns/pods", "e-0")
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "e"}}
+    assert object_path(budget, "ns") == ("/apis/policy/v1/namespaces/ns/poddisruptionbudgets", "e")
+
+
+@pytest.mark.parametrize(
+    ("obj", "words"),
+    [
+        (
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "n"}},
+            "cannot write 'Secret'",
+        ),
+        (
+            {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}},
+            "cannot write 'Pod' (apps/v1)",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "n"}},
+            "needs metadata.name",
+        ),
+        ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, "and a namespace"),
+        ("not an object", "must be a mapping"),
+    ],
+)
+def test_refused_objects(obj: Any, words: str) -> None:
+    with pytest.raises(EtcdInputError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        object_path(obj)
+
+
+class FakeApi:
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects = objects
+        self.calls: list[tuple[str, str]] = []
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
+        self.calls.append(("GET", path))
+        return self.objects.get(path)
+
+    def send(self, method: str, path: str, body: Any, content_type: str = "", query: Any = None):
+        self.calls.append((method, path))
+        if method == "POST":
+            self.objects[f"{path}/{body['metadata']['name']}"] = body
+            return body
+        self.objects[path] = merge_patch(self.objects[path], body)
+        return self.objects[path]
+
+
+PODS = "/api/v1/namespaces/ns/pods"
+
+
+def test_an_object_as_wanted_is_not_written():
+    api = FakeApi({f"{PODS}/e-0": _pod(labels={"a": "1", "b": "2"})})
+    result = put_objects(api, [_pod(labels={"a": "1"})], "present", check=False)
+    assert result["changed"] is False
+    assert api.calls == [("GET", f"{PODS}/e-0")]
+    assert result["objects"][0]["metadata"]["labels"] == {"a": "1", "b": "2"}
+
+
+def test_missing_objects_are_created_and_others_patched_in_order():
+    api = FakeApi({f"{PODS}/e-1": _pod("e-1", labels={"a": "1"})})
+    result = put_objects(api, [_pod("e-0"), _pod("e-1", labels={"a": "2"})], "present", False)
+    assert result["changed"] is True
+    assert api.calls == [
+        ("GET", f"{PODS}/e-0"),
+        ("POST", PODS),
+        ("GET", f"{PODS}/e-1"),
+        ("PATCH", f"{PODS}/e-1"),
+    ]
+    assert [o["metadata"]["name"] for o in result["objects"]] == ["e-0", "e-1"]
+    assert result["diff"]["before"][1]["metadata"]["labels"] == {"a": "1"}
+    assert result["diff"]["after"][1]["metadata"]["labels"] == {"a": "2"}
+
+
+def test_check_mode_only_reads():
+    api = FakeApi({f"{PODS}/e-1": _pod("e-1", labels={"a": "1"})})
+    result = put_objects(api, [_pod("e-0"), _pod("e-1", labels={"a": "2"})], "present", True)
+    assert result["changed"] is True
+    assert [c[0] for c in api.calls] == ["GET", "GET"]
+    assert result["objects"][1]["metadata"]["labels"] == {"a": "2"}
+    assert api.objects[f"{PODS}/e-1"]["metadata"]["labels"] == {"a": "1"}
+
+
+def test_patching_a_missing_object_is_refused():
+    with pytest.raises(EtcdInputError, match="e-0 does not exist"):
+        put_objects(FakeApi({}), [_pod(labels={"a": "1"})], "patched", False)
+
+
+def test_one_refused_object_means_nothing_is_written():
+    api = FakeApi({})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}}
+    with pytest.raises(EtcdInputError, match="Secret"):
+        put_objects(api, [_pod(), secret], "present", False)
+    assert api.calls == []

@@ -1,11 +1,12 @@
 #!/usr/bin/python
-"""Ansible module: save an etcd snapshot from a member, or restore one into a new data dir."""
+"""Ansible module: save an etcd snapshot from a member (to a file or an S3-compatible store),
+fetch one from the store, or restore one into a new data dir."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: etcd_snapshot
-short_description: Save an etcd snapshot, or restore one into a new member data dir
+short_description: Save an etcd snapshot to a file or S3, or restore one into a new data dir
 description:
   - O(state=saved) streams a snapshot of one member's database (the leader unless O(member)
     names another) into O(path), the way C(etcdctl snapshot save) does, over the etcd v3
@@ -21,6 +22,21 @@ description:
     status), which walks the whole database; RV(revision) is then the snapshot's exact
     revision. Without it, RV(revision) is the member's revision read just before the stream
     started (the snapshot holds at least that revision).
+  - With O(s3), O(state=saved) streams the snapshot into the object O(key) (or a new object
+    under O(prefix)) of an S3-compatible store instead of a file, with no local copy and no
+    more memory than a few parts of 16 MiB, whatever the snapshot's size. The multipart upload
+    completes only after etcd's integrity hash was checked; otherwise it is aborted and
+    nothing is listed under the key. A manifest, C(<key>.json) (sha256, size, revision, etcd
+    version, cluster ID, member, time, duration), is then written beside it; a snapshot
+    without one is unverified. RV(revision) is the member's revision read just before the
+    stream started. When O(key) already holds a verified snapshot, nothing is saved unless
+    O(force=true).
+  - The store's credentials and bucket are checked (by a listing) before etcd is asked for
+    anything.
+  - O(state=fetched) downloads the object O(key) from O(s3) to O(path), checking its size
+    and sha256 against its manifest (or O(sha256) when given) and etcd's integrity hash on
+    the way; the file appears atomically, and a corrupt, truncated or missing object leaves
+    O(path) as it was. A snapshot without a manifest needs O(sha256).
   - O(state=restored) restores the snapshot at O(path) into the new data dir O(data_dir)
     with the etcdutl of the target etcd version (for etcd 3.4, which has no etcdutl, its
     C(etcdctl snapshot restore)). The restored member belongs to a new cluster with a new
@@ -29,6 +45,8 @@ description:
     backwards.
   - Before restoring, etcd's integrity hash inside the file is checked, and the file's
     sha256 is compared with O(sha256) when given.
+  - O(state=restored) with O(s3) and O(key) first fetches the object to O(path) as
+    O(state=fetched) does; nothing is written to O(data_dir) unless that succeeded.
   - A non-empty O(data_dir) is never overwritten. When it holds a restore made by this module
     from the same snapshot with the same settings (a marker file
     C(.etcd-runbook-restore.json) records them), nothing changes; anything else is refused.
@@ -36,6 +54,7 @@ version_added: "0.1.0"
 author: etcd runbook operator maintainers
 extends_documentation_fragment:
   - etcd_connection
+  - etcd_s3
 options:
   endpoints:
     description:
@@ -46,16 +65,29 @@ options:
     required: false
   state:
     description:
-      - V(saved) takes a snapshot into O(path); V(restored) restores O(path) into
-        O(data_dir).
+      - V(saved) takes a snapshot into O(path) (or, with O(s3), into the store);
+        V(fetched) downloads O(key) from O(s3) to O(path); V(restored) restores O(path)
+        (with O(s3), first fetched from O(key)) into O(data_dir).
     type: str
-    choices: [saved, restored]
+    choices: [saved, fetched, restored]
     default: saved
   path:
     description:
       - The snapshot file. Its directory must exist.
+      - Required, except with O(state=saved) and O(s3), which writes no local file.
     type: path
-    required: true
+  key:
+    description:
+      - With O(s3), the object key of the snapshot to save, fetch or restore.
+      - Required with O(s3) and O(state=fetched) or O(state=restored). Mutually exclusive
+        with O(prefix).
+    type: str
+  prefix:
+    description:
+      - With O(s3) and O(state=saved), save to a new object named
+        C(<prefix>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db) (UTC time; such keys sort by time),
+        the naming of the etcd_backup_plan filter's C(etcd_backup_key).
+    type: str
   member:
     description:
       - The member to snapshot (O(state=saved)), by name, member ID (hex) or client URL.
@@ -63,7 +95,8 @@ options:
     type: str
   force:
     description:
-      - With O(state=saved), take a new snapshot even when O(path) exists, replacing it.
+      - With O(state=saved), take a new snapshot even when O(path) exists (with O(s3), when
+        O(key) holds a verified snapshot), replacing it.
     type: bool
     default: false
   snapshot_timeout:
@@ -75,6 +108,7 @@ options:
     description:
       - Path of the C(etcdutl) binary of the target etcd version (for etcd 3.4, its
         C(etcdctl)). Mutually exclusive with O(bin_dir).
+      - Not used by O(state=saved) with O(s3), which leaves no local file to read.
       - Required (or O(bin_dir)) with O(state=restored).
     type: path
   bin_dir:
@@ -85,6 +119,8 @@ options:
     description:
       - Expected sha256 of the whole snapshot file (as C(sha256sum) prints it). The restore
         is refused when the file's differs.
+      - With O(s3), the object's expected sha256 (its manifest's is used when not given);
+        a download that does not match is discarded.
     type: str
   data_dir:
     description:
@@ -150,6 +186,33 @@ EXAMPLES = r"""
     bin_dir: /usr/local/bin
     endpoints: ["http://10.0.0.10:2379"]
 
+- name: Stream a snapshot from a follower into an S3 bucket, under a prefix
+  etcd_snapshot:
+    member: etcd-1
+    prefix: backups/prod/etcd
+    s3:
+      endpoint: https://s3.example.com
+      bucket: etcd-backups
+      path_style: true
+      access_key: "{{ s3_access_key }}"
+      secret_key: "{{ s3_secret_key }}"
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+  register: uploaded
+
+- name: Fetch it back, checked against its manifest, then restore it
+  etcd_snapshot:
+    state: restored
+    key: "{{ uploaded.key }}"
+    path: /var/lib/etcd-restore/snapshot.db
+    s3:
+      endpoint: https://s3.example.com
+      bucket: etcd-backups
+      path_style: true
+    data_dir: /var/lib/etcd/restored
+    name: etcd-0
+    initial_advertise_peer_urls: ["https://etcd-0.etcd.prod.svc:2380"]
+    bin_dir: /usr/local/bin
+
 - name: Restore it as the seed member of a new cluster
   etcd_snapshot:
     state: restored
@@ -163,9 +226,18 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The snapshot file.
+  description: The snapshot file (with O(s3) and O(state=saved), C(s3://bucket/key at
+    endpoint)).
   returned: always
   type: str
+key:
+  description: The object key of the snapshot in the store.
+  returned: with O(s3)
+  type: str
+manifest:
+  description: The snapshot's manifest, as written (O(state=saved)) or read.
+  returned: with O(s3), when there is one
+  type: dict
 size:
   description: Size of the snapshot file in bytes (in check mode with O(state=saved), the
     member's current database size, which the snapshot will be close to).
@@ -173,7 +245,7 @@ size:
   type: int
 sha256:
   description: sha256 of the whole snapshot file, as C(sha256sum) prints it.
-  returned: when the file exists or was written
+  returned: when the file or object exists or was written
   type: str
 revision:
   description:
@@ -215,13 +287,15 @@ msg:
   returned: always
   type: str
 reason:
-  description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused)).
+  description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused),
+    V(S3AuthFailed), V(S3BucketMissing), V(S3ObjectMissing), V(S3Unreachable)).
   returned: failed
   type: str
 """
 
 import os
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -239,13 +313,23 @@ from ansible.module_utils.etcd_maintenance_ops import (
     read_revision,
     resolve_member,
 )
+from ansible.module_utils.etcd_s3 import (
+    MANIFEST_FORMAT,
+    S3Error,
+    S3Params,
+    SnapshotStore,
+    describe_snapshot,
+    s3_argument_spec,
+)
 from ansible.module_utils.etcd_snapshot_io import (
     SnapshotFile,
     SnapshotIntegrityError,
+    file_sha256,
     save_atomically,
     verify_file,
 )
 from ansible.module_utils.etcd_snapshot_restore import RestoreSpec, already_restored, restore
+from ansible.module_utils.etcd_snapshot_s3 import download_snapshot, snapshot_name, upload_snapshot
 from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
 from ansible.module_utils.etcd_snapshot_tool import SnapshotTool, find_tool
 
@@ -255,8 +339,11 @@ def argument_spec() -> dict[str, Any]:
     connection["endpoints"] = {**connection["endpoints"], "required": False}
     return {
         **connection,
-        "state": {"type": "str", "choices": ["saved", "restored"], "default": "saved"},
-        "path": {"type": "path", "required": True},
+        "state": {"type": "str", "choices": ["saved", "fetched", "restored"], "default": "saved"},
+        "path": {"type": "path"},
+        "key": {"type": "str", "no_log": False},
+        "prefix": {"type": "str"},
+        "s3": s3_argument_spec(),
         "member": {"type": "str"},
         "force": {"type": "bool", "default": False},
         "snapshot_timeout": {"type": "float", "default": 1800.0},
@@ -270,6 +357,27 @@ def argument_spec() -> dict[str, Any]:
         "initial_cluster_token": {"type": "str"},
         "bump_revision": {"type": "int", "default": 1_000_000_000},
     }
+
+
+def check_combination(params: dict[str, Any]) -> None:
+    """What each state needs, beyond what the argument spec can say."""
+    state, s3 = params["state"], params["s3"]
+    if (params["key"] or params["prefix"]) and not s3:
+        raise EtcdInputError("key and prefix name objects in the store: give s3 as well")
+    if state == "saved" and s3:
+        if bool(params["key"]) == bool(params["prefix"]):
+            raise EtcdInputError("state=saved with s3 needs exactly one of key or prefix")
+        if params["path"]:
+            raise EtcdInputError("state=saved with s3 writes no local file: drop path")
+        return
+    if state == "fetched" and not s3:
+        raise EtcdInputError("state=fetched needs s3 and key")
+    if s3 and not params["key"]:
+        raise EtcdInputError(f"state={state} with s3 needs key (the object to read)")
+    if s3 and params["prefix"]:
+        raise EtcdInputError(f"state={state} reads one object: give key, not prefix")
+    if not params["path"]:
+        raise EtcdInputError(f"state={state} needs path")
 
 
 def optional_tool(params: dict[str, Any]) -> SnapshotTool | None:
@@ -287,13 +395,48 @@ def described_file(snapshot: SnapshotFile, tool: SnapshotTool | None) -> dict[st
     return result
 
 
+def utc_stamp(moment: datetime) -> tuple[str, str]:
+    """(RFC 3339, key stamp) of a UTC time, to the second."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ"), moment.strftime("%Y%m%dT%H%M%SZ")
+
+
+def verified_manifest(store: SnapshotStore, key: str) -> dict[str, Any] | None:
+    """The manifest of the verified snapshot at `key`, or None when there is none."""
+    found = store.stat(key)
+    if found is None:
+        return None
+    manifest = store.read_manifest(key)
+    if manifest is None or not describe_snapshot(found, manifest)["verified"]:
+        return None
+    return manifest
+
+
 def save(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    path = params["path"]
-    tool = optional_tool(params)
-    if os.path.exists(path) and not params["force"]:
-        existing = described_file(verify_file(path), tool)
-        return {"changed": False, "msg": f"{path} exists; nothing saved (force=false)", **existing}
+    store = None
+    if params["s3"]:
+        store = SnapshotStore(S3Params.from_option(params["s3"]))
+        # Credentials and bucket first: a wrong one must not cost a snapshot stream.
+        store.check_bucket(params["prefix"] or params["key"])
+        if params["key"] and not params["force"]:
+            manifest = verified_manifest(store, params["key"])
+            if manifest is not None:
+                return {
+                    "changed": False,
+                    "msg": f"{store.params.where(params['key'])} holds a verified snapshot; "
+                    "nothing saved (force=false)",
+                    **manifest_result(store, params["key"], manifest),
+                }
+    else:
+        path = params["path"]
+        tool = optional_tool(params)
+        if os.path.exists(path) and not params["force"]:
+            existing = described_file(verify_file(path), tool)
+            return {
+                "changed": False,
+                "msg": f"{path} exists; nothing saved (force=false)",
+                **existing,
+            }
     if not params["endpoints"]:
         raise EtcdInputError("state=saved needs endpoints")
     with EtcdClient(ConnectionParams.from_module_params(params)) as client:
@@ -309,26 +452,109 @@ def save(module: AnsibleModule) -> dict[str, Any]:
             )
         endpoint = member_endpoint(client, health, member)
         revision = read_revision(endpoint)
+        taken_at, stamp = utc_stamp(datetime.now(UTC))
+        target = params["path"]
+        if store is not None:
+            key = params["key"] or snapshot_name(params["prefix"], stamp, revision)
+            target = store.params.where(key)
         result: dict[str, Any] = {
             "changed": True,
-            "path": path,
+            "path": target,
             "member": member.as_dict(),
             "endpoint": endpoint.url,
             "revision": revision,
         }
+        if store is not None:
+            result["key"] = key
         if module.check_mode:
             db_size = health.member_status[member.id].db_size or 0
-            message = f"would save a snapshot of {describe(member)} to {path}"
+            message = f"would save a snapshot of {describe(member)} to {target}"
             return {**result, "size": db_size, "msg": message}
         started = time.monotonic()
         timeout = params["snapshot_timeout"]
-        saved = save_atomically(
-            path, lambda sink: stream_snapshot(client.params, endpoint.url, sink, timeout)
-        )
+
+        def stream_into(sink: Any) -> int:
+            return stream_snapshot(client.params, endpoint.url, sink, timeout)
+
+        if store is None:
+            saved = save_atomically(target, stream_into)
+        else:
+            saved = upload_snapshot(store, key, stream_into)
         result["duration"] = round(time.monotonic() - started, 3)
-    result.update(described_file(saved, tool))
-    result["msg"] = f"saved a snapshot of {describe(member)} to {path} ({saved.size} bytes)"
+    if store is None:
+        result.update(described_file(saved, tool))
+    else:
+        status = health.member_status[member.id]
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "key": key,
+            "sha256": saved.sha256,
+            "size": saved.size,
+            "revision": revision,
+            "etcdVersion": status.version or "",
+            "clusterID": health.cluster_id,
+            "member": {"name": member.name, "id": member.id},
+            "endpoint": endpoint.url,
+            "time": taken_at,
+            "duration": result["duration"],
+        }
+        store.write_manifest(key, manifest)
+        result.update({"size": saved.size, "sha256": saved.sha256, "manifest": manifest})
+    result["msg"] = f"saved a snapshot of {describe(member)} to {target} ({saved.size} bytes)"
     return result
+
+
+def manifest_result(store: SnapshotStore, key: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "path": store.params.where(key),
+        "key": key,
+        "size": manifest.get("size"),
+        "sha256": manifest.get("sha256"),
+        "revision": manifest.get("revision"),
+        "manifest": manifest,
+    }
+
+
+def fetch(module: AnsibleModule) -> dict[str, Any]:
+    """Bring object `key` to `path`, verified; the result says whether it was downloaded."""
+    params = module.params
+    store = SnapshotStore(S3Params.from_option(params["s3"]))
+    key, path = params["key"], params["path"]
+    where = store.params.where(key)
+    store.check_bucket(key)
+    found = store.stat(key)
+    if found is None:
+        raise S3Error(f"no snapshot at {where}: nothing was fetched", reason="S3ObjectMissing")
+    manifest = store.read_manifest(key)
+    recorded = (manifest or {}).get("sha256")
+    expected = (params["sha256"] or "").strip().lower() or recorded
+    if not expected:
+        raise SnapshotIntegrityError(
+            f"snapshot {where} has no manifest recording its sha256 (it was never verified, "
+            "or its upload did not finish): give sha256 to fetch it anyway",
+            reason="SnapshotUnverified",
+        )
+    if recorded and recorded != expected:
+        raise SnapshotIntegrityError(
+            f"snapshot {where} is recorded with sha256 {recorded}, not the expected {expected}"
+        )
+    size = found["size"]
+    if manifest and recorded == expected and manifest.get("size") != size:
+        raise SnapshotIntegrityError(
+            f"snapshot {where} is {size} bytes, not the {manifest.get('size')} its manifest "
+            "records: it is truncated or was replaced"
+        )
+    result: dict[str, Any] = {"path": path, "key": key, "sha256": expected, "size": size}
+    if manifest:
+        result["manifest"] = manifest
+        if isinstance(manifest.get("revision"), int):
+            result["revision"] = manifest["revision"]
+    if os.path.isfile(path) and file_sha256(path) == expected:
+        return {**result, "changed": False, "msg": f"{path} already holds {where}"}
+    if module.check_mode:
+        return {**result, "changed": True, "msg": f"would download {where} to {path}"}
+    download_snapshot(store, key, path, sha256=expected, size=size)
+    return {**result, "changed": True, "msg": f"downloaded {where} to {path} ({size} bytes)"}
 
 
 def restore_spec(params: dict[str, Any], sha256: str) -> RestoreSpec:
@@ -353,8 +579,19 @@ def restored(module: AnsibleModule) -> dict[str, Any]:
     if not (params["etcdutl"] or params["bin_dir"]):
         raise EtcdInputError("state=restored needs etcdutl or bin_dir (the target version's)")
     tool = find_tool(params["etcdutl"], params["bin_dir"])
+    fetched: dict[str, Any] = {}
+    if params["s3"]:
+        fetched = fetch(module)
+        if module.check_mode and fetched["changed"]:
+            restore_spec(params, fetched["sha256"])  # refuse bad input in check mode too
+            return {
+                **fetched,
+                "data_dir": params["data_dir"],
+                "msg": f"would download {fetched['key']} to {params['path']} and restore it "
+                f"into {params['data_dir']}",
+            }
     snapshot = verify_file(params["path"])
-    expected = (params["sha256"] or "").strip().lower()
+    expected = (params["sha256"] or fetched.get("sha256") or "").strip().lower()
     if expected and expected != snapshot.sha256:
         raise SnapshotIntegrityError(
             f"snapshot {snapshot.path} has sha256 {snapshot.sha256}, not the expected {expected}"
@@ -362,12 +599,17 @@ def restored(module: AnsibleModule) -> dict[str, Any]:
     spec = restore_spec(params, snapshot.sha256)
     data_dir = params["data_dir"]
     result: dict[str, Any] = {
+        **{k: v for k, v in fetched.items() if k in ("key", "manifest")},
         **snapshot.as_dict(),
         "data_dir": data_dir,
         "restore": spec.as_dict(),
     }
     if already_restored(data_dir, spec):
-        return {**result, "changed": False, "msg": f"{data_dir} already holds this restore"}
+        return {
+            **result,
+            "changed": bool(fetched.get("changed")),
+            "msg": f"{data_dir} already holds this restore",
+        }
     if spec.bump_revision > 0 and not tool.supports_bump_revision():
         raise EtcdInputError(
             f"{tool.path} ({tool.kind} {tool.version}) has no --bump-revision: restore with an "
@@ -396,11 +638,18 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_together=connection_required_together(),
-        mutually_exclusive=[["etcdutl", "bin_dir"]],
+        mutually_exclusive=[["etcdutl", "bin_dir"], ["key", "prefix"]],
         supports_check_mode=True,
     )
+    state = module.params["state"]
     try:
-        result = save(module) if module.params["state"] == "saved" else restored(module)
+        check_combination(module.params)
+        if state == "saved":
+            result = save(module)
+        elif state == "fetched":
+            result = fetch(module)
+        else:
+            result = restored(module)
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     module.exit_json(**result)

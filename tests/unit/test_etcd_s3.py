@@ -1,0 +1,162 @@
+"""module_utils/etcd_s3.py and etcd_snapshot_s3.py without a store: option checks, how
+listed objects count as verified, the error texts (credentials scrubbed), the pipe between
+etcd's stream and the uploader, and that the module names keys as the plan's filter does.
+The same code against a real store: tests/modules/test_etcd_snapshot_s3.py."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import urllib3
+from ansible.module_utils.etcd_errors import EtcdInputError
+from ansible.module_utils.etcd_s3 import S3Params, describe_snapshot, explain
+from ansible.module_utils.etcd_snapshot_s3 import UploadPipe, UploadStopped, snapshot_name
+from minio.error import S3Error
+
+from tests.filters import load_filter
+
+bp = load_filter("etcd_backup_plan")
+SECRET = "s3cr3t/with+chars"
+ACCESS = "AKIDEXAMPLE123"
+
+
+def params(**overrides: Any) -> S3Params:
+    option = {
+        "endpoint": "https://s3.example.com:9000",
+        "bucket": "backups",
+        "region": "us-east-1",
+        "access_key": ACCESS,
+        "secret_key": SECRET,
+        **overrides,
+    }
+    return S3Params.from_option(option)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"endpoint": "s3.example.com"}, "s3.endpoint must be http://host"),
+        ({"endpoint": "ftp://s3.example.com"}, "s3.endpoint must be"),
+        ({"endpoint": "https://s3.example.com/bucket"}, "s3.endpoint must be"),
+        ({"secret_key": None}, "s3 needs access_key and secret_key"),
+        ({"ca_file": "/nonexistent/ca.pem"}, "s3.ca_file /nonexistent/ca.pem does not exist"),
+    ],
+)
+def test_bad_options_are_named(overrides, message):
+    with pytest.raises(EtcdInputError, match=message):
+        params(**overrides)
+
+
+def test_params_hide_credentials():
+    p = params(endpoint="https://s3.example.com/")
+    assert p.endpoint == "https://s3.example.com" and p.secure
+    assert SECRET not in repr(p) and ACCESS not in repr(p)
+    assert p.scrub(f"sig {SECRET} key {ACCESS}") == "sig ******** key ********"
+
+
+def s3_error(code: str, message: str = "m") -> S3Error:
+    response = urllib3.HTTPResponse(body=b"", status=403)
+    return S3Error(response, code, message, "/backups", "req", "host")
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "text"),
+    [
+        (s3_error("SignatureDoesNotMatch"), "S3AuthFailed", "access key and secret key are wrong"),
+        (s3_error("InvalidAccessKeyId"), "S3AuthFailed", "access key and secret key are wrong"),
+        (s3_error("XAdminUserNotFound"), "S3AuthFailed", "access key and secret key are wrong"),
+        (s3_error("AccessDenied"), "S3AuthFailed", "lack permission on bucket backups"),
+        (s3_error("NoSuchBucket"), "S3BucketMissing", "bucket backups does not exist"),
+        (s3_error("NoSuchKey"), "S3ObjectMissing", "no such object"),
+        (s3_error("PermanentRedirect"), "S3WrongRegion", "in another region"),
+        (s3_error("SlowDown", "please"), "S3Error", "the store said SlowDown: please"),
+        (OSError("Connection refused"), "S3Unreachable", "cannot reach the object store"),
+        (OSError("[SSL: CERTIFICATE_VERIFY_FAILED]"), "S3TLSError", "TLS handshake failed"),
+        (ValueError("invalid bucket name b"), "InvalidInput", "invalid bucket name"),
+    ],
+)
+def test_errors_say_what_to_fix(error, reason, text):
+    explained = explain(error, params(), "upload", "k.db")
+    assert explained.reason == reason and text in explained.message, explained.message
+    assert "s3://backups/k.db at https://s3.example.com:9000" in explained.message
+
+
+def test_errors_never_carry_credentials():
+    explained = explain(s3_error("Odd", f"echoed {SECRET} and {ACCESS}"), params(), "list")
+    assert SECRET not in explained.message and ACCESS not in explained.message
+    explained = explain(OSError(f"refused for {ACCESS}"), params(), "list")
+    assert ACCESS not in explained.message
+
+
+@pytest.mark.parametrize(
+    ("manifest", "verified"),
+    [
+        ({"sha256": "a" * 64, "size": 1056}, True),
+        ({"sha256": "a" * 64, "size": 1000}, False),  # truncated, or replaced
+        ({"sha256": "short", "size": 1056}, False),
+        ({"size": 1056}, False),
+        ({}, False),  # unreadable
+        (None, False),  # none
+    ],
+)
+def test_verified_needs_a_manifest_that_matches(manifest, verified):
+    obj = {"key": "p/x.db", "size": 1056, "time": "2026-05-01T00:00:00Z"}
+    entry = describe_snapshot(obj, manifest)
+    assert entry["verified"] is verified
+    assert entry["location"] == entry["key"] == "p/x.db"
+    assert (entry["sha256"] == "a" * 64) is verified
+
+
+def test_manifest_time_and_facts_win_over_the_listing():
+    obj = {"key": "p/x.db", "size": 10, "time": "2026-05-02T00:00:00Z"}
+    manifest = {"sha256": "b" * 64, "size": 10, "time": "2026-05-01T23:59:00Z", "revision": 7}
+    entry = describe_snapshot(obj, manifest)
+    assert entry["time"] == "2026-05-01T23:59:00Z" and entry["revision"] == 7
+
+
+@pytest.mark.parametrize("prefix", ["backups", "/a/b/", ""])
+def test_the_module_names_keys_as_the_plan_does(prefix):
+    cluster_prefix = bp.cluster_prefix(prefix, "ns", "e")
+    made = snapshot_name(cluster_prefix, "20260501T030000Z", 42)
+    assert made == bp.snapshot_key(prefix, "ns", "e", "2026-05-01T03:00:00Z", 42)
+    assert bp.parse_snapshot_key(made)["revision"] == 42
+
+
+def test_pipe_reads_whole_parts_in_order_and_ends_cleanly():
+    pipe = UploadPipe()
+    chunks = [bytes([i]) * 1000 for i in range(10)]
+
+    def produce() -> None:
+        for chunk in chunks:
+            pipe.hash_many([chunk])
+            pipe.write_many([chunk])
+        pipe.end(None)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    parts = []
+    while part := pipe.read(3000):
+        parts.append(part)
+    producer.join()
+    assert [len(p) for p in parts] == [3000, 3000, 3000, 1000]
+    assert b"".join(parts) == b"".join(chunks)
+    assert pipe.hasher.size == 10_000
+
+
+def test_pipe_raises_the_producers_error_to_the_uploader():
+    pipe = UploadPipe()
+    pipe.write_many([b"x" * 10])
+    pipe.end(ValueError("hash mismatch"))
+    assert pipe.read(5) == b"xxxxx"
+    with pytest.raises(ValueError, match="hash mismatch"):
+        pipe.read(100)
+
+
+def test_pipe_stops_the_producer_when_the_uploader_is_gone():
+    pipe = UploadPipe()
+    pipe.reader_done.set()
+    with pytest.raises(UploadStopped):
+        pipe.write_many([b"x"])
+    pipe.end(None)  # nothing to tell a gone uploader; must not block

@@ -22,6 +22,8 @@ ANN_POD_HASH = f"{GROUP}/pod-hash"
 ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
 ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
 ANN_VERSION = f"{GROUP}/version"
+ANN_MEMBER_ID = f"{GROUP}/member-id"
+ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -437,11 +439,61 @@ def out_of_date(desired: list[dict[str, Any]], live: list[dict[str, Any]]) -> li
     return stale
 
 
+def member_pods(p: dict[str, Any], members: list[str], claims: list[dict[str, Any]]) -> list[Any]:
+    """The Pods of `members`, each made from its own claim (`<member>-data`)."""
+    by_name = {(c.get("metadata") or {}).get("name"): c for c in claims}
+    return [member_pod(p, m, by_name[f"{m}-data"]) for m in members]
+
+
+def claim_records(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches writing who each joined member is on its claim (the plan's `record`):
+    member and cluster ID, voting, and the flags it restarts with from now on, `existing`
+    with only itself, under which etcd refuses to start on an empty data dir."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": f"{r['name']}-data",
+                "namespace": p["namespace"],
+                "labels": {LABEL_VOTER: str(r["voter"]).lower()},
+                "annotations": {
+                    ANN_MEMBER_ID: r["member_id"],
+                    ANN_CLUSTER_ID: r["cluster_id"],
+                    ANN_INITIAL_CLUSTER: r["initial_cluster"],
+                    ANN_INITIAL_STATE: "existing",
+                    ANN_VERSION: r["version"],
+                },
+            },
+        }
+        for r in p["record"]
+    ]
+
+
+def pod_voter_labels(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches labelling member Pods voting or not (the plan's `relabel`)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": r["name"],
+                "namespace": p["namespace"],
+                "labels": {LABEL_VOTER: str(r["voter"]).lower()},
+            },
+        }
+        for r in p["relabel"]
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "etcd_member_claim": member_claim,
             "etcd_member_pod": member_pod,
+            "etcd_member_pods": member_pods,
+            "etcd_claim_records": claim_records,
+            "etcd_pod_voter_labels": pod_voter_labels,
             "etcd_services": services,
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,

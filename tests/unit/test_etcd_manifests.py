@@ -203,3 +203,51 @@ def test_out_of_date_compares_what_the_role_sets(live_change, stale):
     live_change(live)
     assert em.out_of_date([desired], [live]) == ([desired] if stale else [])
     assert em.out_of_date([desired], []) == [desired]
+
+
+def test_records_and_voter_labels_are_merge_patches_of_the_planned_members():
+    p = a_plan()
+    p["record"] = [
+        {
+            "name": "e-1",
+            "member_id": "a1",
+            "cluster_id": "c1",
+            "voter": "false",
+            "version": "3.6.16",
+            "initial_cluster": "e-1=https://e-1.e.ns.svc.cluster.local:2380",
+        }
+    ]
+    p["relabel"] = [{"name": "e-2", "voter": "true"}]
+    (claim,) = em.claim_records(p)
+    assert (claim["kind"], claim["metadata"]["name"], claim["metadata"]["namespace"]) == (
+        "PersistentVolumeClaim",
+        "e-1-data",
+        "ns",
+    )
+    assert claim["metadata"]["labels"] == {ep.LABEL_VOTER: "false"}
+    assert claim["metadata"]["annotations"] == {
+        ep.ANN_MEMBER_ID: "a1",
+        ep.ANN_CLUSTER_ID: "c1",
+        ep.ANN_INITIAL_CLUSTER: "e-1=https://e-1.e.ns.svc.cluster.local:2380",
+        ep.ANN_INITIAL_STATE: "existing",
+        ep.ANN_VERSION: "3.6.16",
+    }
+    assert "spec" not in claim, "a record never touches the claim's spec"
+    assert em.pod_voter_labels(p) == [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "e-2", "namespace": "ns", "labels": {ep.LABEL_VOTER: "true"}},
+        }
+    ]
+
+
+def test_member_pods_are_made_each_from_its_own_claim():
+    p = a_plan()
+    claims = [em.member_claim(p, m, f"{m}=x", "existing") for m in ("e-1", "e-2")]
+    pods = em.member_pods(p, ["e-2", "e-1"], claims)
+    assert [pod["metadata"]["name"] for pod in pods] == ["e-2", "e-1"]
+    assert [pod["spec"]["containers"][0]["args"] for pod in pods] == [
+        em.member_pod(p, m, c)["spec"]["containers"][0]["args"]
+        for m, c in (("e-2", claims[1]), ("e-1", claims[0]))
+    ]

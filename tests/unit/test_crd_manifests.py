@@ -50,7 +50,8 @@ def test_everything_namespaced_lives_in_the_operator_namespace(rendered):
 
 
 def test_crd_and_account_are_there(rendered):
-    one(rendered, "CustomResourceDefinition", "etcdclusters.etcd.runbook.io")
+    for plural in ("etcdclusters", "etcdbackups", "etcdrestores"):
+        one(rendered, "CustomResourceDefinition", f"{plural}.etcd.runbook.io")
     account = one(rendered, "ServiceAccount", ACCOUNT)
     assert account.get("automountServiceAccountToken", True) is True
 

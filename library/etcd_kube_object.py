@@ -14,7 +14,7 @@ description:
   - Only C(v1) Pod, PersistentVolumeClaim and Service and C(policy/v1) PodDisruptionBudget
     can be written; any other kind is refused before anything is sent.
   - An object is written only when it would change (every field it gives is already so, list
-    items compared item by item): RV(changed) is that comparison. In check mode nothing is
+    items compared item by item); RV(changed) is that comparison. In check mode nothing is
     sent but the reads, and RV(objects) is what the objects would be.
   - Credentials are found as kubernetes.core finds them (O(kubeconfig),
     E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's

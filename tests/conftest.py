@@ -11,4 +11,9 @@ _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-pytest_plugins: list[str] = ["tests.etcd_cluster", "tests.k8s_cluster", "tests.object_store"]
+pytest_plugins: list[str] = [
+    "tests.etcd_cluster",
+    "tests.k8s_cluster",
+    "tests.object_store",
+    "tests.s3_local",
+]

@@ -21,14 +21,11 @@ import grpc
 import pytest
 from etcd3aio._protobuf import KVStub, PutRequest
 
-from tests import s3_local
 from tests.ansible_adhoc import run_module
 from tests.etcd_cluster import REPO, free_port
 from tests.filters import load_filter
 from tests.s3_local import LocalS3
 
-# The fixture, until tests/conftest.py lists tests.s3_local among its plugins.
-s3_store = s3_local.s3_store
 bp = load_filter("etcd_backup_plan")
 BUMP = 1_000_000_000
 MiB = 1024 * 1024

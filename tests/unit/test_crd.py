@@ -3,7 +3,6 @@ docs/api.md says. CEL rules need an API server: tests/cluster/test_crd_validatio
 
 from __future__ import annotations
 
-import copy
 import re
 import subprocess
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
+from tests.crd_schema import apply_defaults, resolves, structural_problems, validate, walk
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "config/crd/bases/etcd.runbook.io_etcdclusters.yaml"
@@ -29,45 +30,6 @@ def schema(crd) -> dict[str, Any]:
     return version["schema"]["openAPIV3Schema"]
 
 
-def child_schemas(node: dict[str, Any], path: str):
-    for name, sub in node.get("properties", {}).items():
-        yield f"{path}.{name}", sub
-    if isinstance(node.get("items"), dict):
-        yield f"{path}[]", node["items"]
-    if isinstance(node.get("additionalProperties"), dict):
-        yield f"{path}{{}}", node["additionalProperties"]
-
-
-def walk(node: dict[str, Any], path: str = ""):
-    yield path, node
-    for sub_path, sub in child_schemas(node, path):
-        yield from walk(sub, sub_path)
-
-
-def apply_defaults(node: dict[str, Any], value: Any) -> Any:
-    """The API server's defaulting: a missing property with a default gets it, then defaulting
-    goes on inside it (so `default: {}` on an object fills that object's own defaults)."""
-    if not isinstance(value, dict) or node.get("type") != "object":
-        return value
-    out = copy.deepcopy(value)
-    for name, sub in node.get("properties", {}).items():
-        if name not in out and "default" in sub:
-            out[name] = copy.deepcopy(sub["default"])
-        if name in out:
-            out[name] = apply_defaults(sub, out[name])
-    return out
-
-
-def validate(schema: dict[str, Any], obj: Any) -> list[str]:
-    """OpenAPI v3 schema checks (type, bounds, pattern, enum) with jsonschema; the x-kubernetes
-    keys are unknown to it and ignored, as the API server's CEL rules are."""
-    validator = jsonschema.Draft4Validator(schema)
-    return [
-        "spec" + "".join(f".{p}" for p in list(e.absolute_path)[1:]) + ": " + e.message
-        for e in validator.iter_errors(obj)
-    ]
-
-
 def test_names_group_and_scope(crd):
     spec = crd["spec"]
     assert crd["metadata"]["name"] == "etcdclusters.etcd.runbook.io"
@@ -82,22 +44,7 @@ def test_names_group_and_scope(crd):
 
 def test_schema_is_structural(schema):
     """The rules of a structural schema the API server enforces (apiextensions v1)."""
-    problems = []
-    for path, node in walk(schema):
-        free_form = node.get("x-kubernetes-preserve-unknown-fields") is True
-        int_or_string = node.get("x-kubernetes-int-or-string") is True
-        if "type" not in node and not int_or_string and not free_form:
-            problems.append(f"{path or '<root>'}: no type")
-        if "anyOf" in node and not int_or_string:
-            problems.append(f"{path}: anyOf outside int-or-string")
-        if "properties" in node and "additionalProperties" in node:
-            problems.append(f"{path}: both properties and additionalProperties")
-        for key in node.get("required", []):
-            if key not in node.get("properties", {}):
-                problems.append(f"{path}: required {key} is not a property")
-        for key in node.get("x-kubernetes-list-map-keys", []):
-            if key not in node["items"].get("required", []):
-                problems.append(f"{path}: list map key {key} must be required")
+    problems = structural_problems(schema)
     assert schema["properties"]["metadata"] == {"type": "object"}
     assert problems == []
 
@@ -193,15 +140,6 @@ def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
 )
 def test_good_spec_is_accepted(schema, spec):
     assert validate(schema, apply_defaults(schema, {"spec": spec})) == []
-
-
-def resolves(schema: dict[str, Any], json_path: str) -> bool:
-    node = schema
-    for part in json_path.lstrip(".").split("."):
-        node = node.get("properties", {}).get(part)
-        if node is None:
-            return False
-    return True
 
 
 def test_printer_columns(crd, schema):

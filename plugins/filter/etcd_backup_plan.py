@@ -276,6 +276,36 @@ def retained_status(snapshots: Any, limit: int = STATUS_LIMIT) -> list[dict[str,
     return out
 
 
+def snapshot_source(info: Any) -> dict[str, Any]:
+    """The member to stream a snapshot from: a healthy voting follower (the leader carries
+    the cluster's writes; a snapshot of its whole database costs it disk and network), the one
+    with the highest raft index among them, by name on a tie; the leader when it is the only
+    healthy voter. Learners never (they may lag). No healthy voter: a BackupPlanError that says
+    so, and nothing is saved."""
+    info = info if isinstance(info, dict) else {}
+    members = [m for m in info.get("members") or [] if isinstance(m, dict)]
+    leader_id = str((info.get("leader") or {}).get("id") or "")
+    voters = [m for m in members if m.get("healthy") and not m.get("is_learner") and m.get("name")]
+    if not voters:
+        raise BackupPlanError(
+            "no healthy voting member to take a snapshot from: the cluster must be healthy "
+            "enough to answer before it can be backed up"
+        )
+    followers = [m for m in voters if str(m.get("id")) != leader_id]
+    pool = followers or voters
+
+    def progress(member: dict[str, Any]) -> tuple[int, str]:
+        index = member.get("raft_index")
+        return (-(index if isinstance(index, int) else 0), str(member["name"]))
+
+    chosen = min(pool, key=progress)
+    return {
+        "name": str(chosen["name"]),
+        "id": str(chosen.get("id") or ""),
+        "leader": str(chosen.get("id")) == leader_id,
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -286,4 +316,5 @@ class FilterModule:
             "etcd_backup_parse_key": parse_snapshot_key,
             "etcd_backup_newest_verified": newest_verified,
             "etcd_backup_retained_status": retained_status,
+            "etcd_backup_source": snapshot_source,
         }

@@ -301,4 +301,65 @@ def test_filters_are_exported():
         "etcd_backup_parse_key",
         "etcd_backup_newest_verified",
         "etcd_backup_retained_status",
+        "etcd_backup_source",
     }
+
+
+def member(name: str, healthy: bool = True, learner: bool = False, index: int = 10) -> dict:
+    return {
+        "id": f"id-{name}",
+        "name": name,
+        "healthy": healthy,
+        "is_learner": learner,
+        "raft_index": index,
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "members", "leader", "chosen", "is_leader"),
+    [
+        ("a follower, not the leader", [member("a"), member("b"), member("c")], "a", "b", False),
+        (
+            "the follower furthest along",
+            [member("a"), member("b", index=5), member("c", index=9)],
+            "a",
+            "c",
+            False,
+        ),
+        (
+            "a down follower is skipped",
+            [member("a"), member("b", healthy=False), member("c")],
+            "a",
+            "c",
+            False,
+        ),
+        ("never a learner", [member("a"), member("b", learner=True, index=99)], "a", "a", True),
+        ("the leader when alone", [member("a"), member("b", healthy=False)], "a", "a", True),
+        ("no leader known: any healthy voter", [member("b"), member("a")], "", "a", False),
+        (
+            "a member not started yet (no name) is skipped",
+            [member("a"), {**member(""), "name": ""}],
+            "a",
+            "a",
+            True,
+        ),
+    ],
+)
+def test_snapshot_source(case, members, leader, chosen, is_leader):
+    info = {"members": members, "leader": {"id": f"id-{leader}"} if leader else None}
+    source = bp.snapshot_source(info)
+    assert (source["name"], source["leader"]) == (chosen, is_leader), case
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        {},
+        {"members": [member("a", healthy=False)]},
+        {"members": [member("a", learner=True)]},
+        "not a mapping",
+    ],
+)
+def test_no_snapshot_without_a_healthy_voter(info):
+    with pytest.raises(bp.BackupPlanError, match="no healthy voting member"):
+        bp.snapshot_source(info)

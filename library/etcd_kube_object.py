@@ -5,14 +5,17 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: etcd_kube_object
-short_description: Create or merge-patch Pods, claims, Services and disruption budgets
+short_description: Create or merge-patch the objects the runbooks write, or their status
 description:
   - Writes each of O(objects) in turn, in one module process, over the API server's REST
     API (no API discovery, no C(kubernetes) package import). The runbooks' most frequent
     writes (a member's claim and Pod, their records and labels) cost a second or two each
     through kubernetes.core.k8s and a few hundredths of one here.
-  - Only C(v1) Pod, PersistentVolumeClaim and Service and C(policy/v1) PodDisruptionBudget
-    can be written; any other kind is refused before anything is sent.
+  - Only these kinds can be written; any other is refused before anything is sent: C(v1)
+    Pod, PersistentVolumeClaim, Service and ServiceAccount, C(policy/v1)
+    PodDisruptionBudget, C(batch/v1) Job and CronJob, C(rbac.authorization.k8s.io/v1)
+    RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdBackup and EtcdRestore.
+  - O(state=status) writes only the status subresource, of EtcdBackup and EtcdRestore.
   - An object is written only when it would change (every field it gives is already so, list
     items compared item by item); RV(changed) is that comparison. In check mode nothing is
     sent but the reads, and RV(objects) is what the objects would be.
@@ -33,9 +36,10 @@ options:
     description:
       - V(present) creates an object that does not exist, and merge-patches one that does
         with the fields given. V(patched) merge-patches objects that must exist; a missing
-        one fails the task.
+        one fails the task. V(status) merge-patches the C(status) of objects that must
+        exist, through their status subresource; everything but C(status) is ignored.
     type: str
-    choices: [present, patched]
+    choices: [present, patched, status]
     default: present
   kubeconfig:
     description: Path to a kubeconfig; see the description for the search order without it.
@@ -65,6 +69,16 @@ EXAMPLES = r"""
       - apiVersion: v1
         kind: Pod
         metadata: {name: example-1, namespace: default, labels: {a: "1"}}
+
+- name: Record a backup's newest snapshot in its status
+  etcd_kube_object:
+    state: status
+    objects:
+      - apiVersion: etcd.runbook.io/v1alpha1
+        kind: EtcdBackup
+        metadata: {name: nightly, namespace: default}
+        status:
+          lastSnapshot: {location: "s3://backups/default/example/20261124T030000Z-rev42.db"}
 """
 
 RETURN = r"""
@@ -91,7 +105,11 @@ from ansible.module_utils.etcd_kube_objects import put_objects
 def argument_spec() -> dict[str, Any]:
     return {
         "objects": {"type": "list", "elements": "dict", "required": True},
-        "state": {"type": "str", "choices": ["present", "patched"], "default": "present"},
+        "state": {
+            "type": "str",
+            "choices": ["present", "patched", "status"],
+            "default": "present",
+        },
         "kubeconfig": {"type": "path"},
         "context": {"type": "str"},
         "timeout": {"type": "float", "default": 30},

@@ -1,4 +1,5 @@
-"""Create-or-merge and merge-patch of the few kinds the runbooks write (etcd_kube_object).
+"""Create-or-merge, merge-patch and status merge-patch of the few kinds the runbooks write
+(etcd_kube_object).
 
 Decisions are pure functions (`contains`, `merge_patch`, `object_path`), tested without a
 server; `put_objects` carries them out with a `KubeReader`. A write is sent only when the
@@ -19,8 +20,16 @@ KINDS = {
     ("v1", "Pod"): "pods",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("v1", "Service"): "services",
+    ("v1", "ServiceAccount"): "serviceaccounts",
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
+    ("batch/v1", "Job"): "jobs",
+    ("batch/v1", "CronJob"): "cronjobs",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("etcd.runbook.io/v1alpha1", "EtcdBackup"): "etcdbackups",
+    ("etcd.runbook.io/v1alpha1", "EtcdRestore"): "etcdrestores",
 }
+# Kinds whose status a runbook may write (state `status`): a backup Job records its snapshot.
+STATUS_KINDS = {("etcd.runbook.io/v1alpha1", "EtcdBackup"), ("etcd.runbook.io/v1alpha1", "EtcdRestore")}
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -94,16 +103,25 @@ def put_objects(
     client: Client, objects: list[dict[str, Any]], state: str, check: bool
 ) -> dict[str, Any]:
     """Write each of `objects` in turn. `present`: create it when missing, else merge-patch
-    it; `patched`: merge-patch an object that must exist. Returns the objects as they are
-    after (as they would be, in check mode), `changed`, and a before/after diff."""
+    it; `patched`: merge-patch an object that must exist; `status`: merge-patch the status
+    subresource of an object that must exist (only its `status` is sent). Returns the objects
+    as they are after (as they would be, in check mode), `changed`, and a before/after diff."""
     results, before, after, changed = [], [], [], False
     # Every object is checked before the first write: a refused one changes nothing.
     paths = [object_path(obj) for obj in objects]
+    if state == "status":
+        for obj in objects:
+            if (obj.get("apiVersion"), obj.get("kind")) not in STATUS_KINDS:
+                known = ", ".join(k for _v, k in sorted(STATUS_KINDS))
+                raise EtcdInputError(f"cannot write the status of {obj.get('kind')!r}: only {known}")
     for obj, (path, name) in zip(objects, paths, strict=True):
         current = client.get(f"{path}/{name}")
-        if current is None and state == "patched":
+        if current is None and state in ("patched", "status"):
             raise EtcdInputError(f"{obj['kind']} {name} does not exist, so it cannot be patched")
-        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        if state == "status":
+            body = {"status": obj.get("status") or {}}
+        else:
+            body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
         if current is not None and contains(current, body):
             results.append(current)
             continue
@@ -114,7 +132,8 @@ def put_objects(
         elif current is None:
             result = client.send("POST", path, obj)
         else:
-            result = client.send("PATCH", f"{path}/{name}", body, MERGE_PATCH)
+            target = f"{path}/{name}/status" if state == "status" else f"{path}/{name}"
+            result = client.send("PATCH", target, body, MERGE_PATCH)
         after.append(result)
         results.append(result)
     return {"objects": results, "changed": changed, "diff": {"before": before, "after": after}}

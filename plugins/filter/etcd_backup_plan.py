@@ -277,9 +277,10 @@ def retained_status(snapshots: Any, limit: int = STATUS_LIMIT) -> list[dict[str,
 
 
 def snapshot_source(info: Any) -> dict[str, Any]:
-    """The member to stream a snapshot from: a healthy voting follower (the leader carries
-    the cluster's writes; a snapshot of its whole database costs it disk and network), the one
-    with the highest raft index among them, by name on a tie; the leader when it is the only
+    """The member to stream a snapshot from, out of what etcd_cluster_info returns: a healthy
+    voting follower (the leader carries the cluster's writes; a snapshot of its whole database
+    costs it disk and network), the one with the highest applied raft index among them (from
+    `status`), by name on a tie; the leader when it is the only
     healthy voter. Learners never (they may lag). No healthy voter: a BackupPlanError that says
     so, and nothing is saved."""
     info = info if isinstance(info, dict) else {}
@@ -293,9 +294,15 @@ def snapshot_source(info: Any) -> dict[str, Any]:
         )
     followers = [m for m in voters if str(m.get("id")) != leader_id]
     pool = followers or voters
+    # cluster_info puts each endpoint's raft index in `status`, keyed by the member's ID.
+    applied = {
+        str(s.get("member_id")): s.get("raft_applied_index") or s.get("raft_index")
+        for s in info.get("status") or []
+        if isinstance(s, dict) and s.get("healthy")
+    }
 
     def progress(member: dict[str, Any]) -> tuple[int, str]:
-        index = member.get("raft_index")
+        index = applied.get(str(member.get("id")))
         return (-(index if isinstance(index, int) else 0), str(member["name"]))
 
     chosen = min(pool, key=progress)

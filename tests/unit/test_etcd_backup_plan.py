@@ -306,12 +306,29 @@ def test_filters_are_exported():
 
 
 def member(name: str, healthy: bool = True, learner: bool = False, index: int = 10) -> dict:
+    # `index` goes into the info's per-endpoint `status`, as cluster_info reports it.
     return {
         "id": f"id-{name}",
         "name": name,
         "healthy": healthy,
         "is_learner": learner,
-        "raft_index": index,
+        "_index": index,
+    }
+
+
+def info_of(members: list, leader: str) -> dict:
+    return {
+        "members": [{k: v for k, v in m.items() if k != "_index"} for m in members],
+        "status": [
+            {
+                "member_id": m["id"],
+                "healthy": m["healthy"],
+                "raft_index": m["_index"] + 1,
+                "raft_applied_index": m["_index"],
+            }
+            for m in members
+        ],
+        "leader": {"id": f"id-{leader}"} if leader else None,
     }
 
 
@@ -346,8 +363,7 @@ def member(name: str, healthy: bool = True, learner: bool = False, index: int = 
     ],
 )
 def test_snapshot_source(case, members, leader, chosen, is_leader):
-    info = {"members": members, "leader": {"id": f"id-{leader}"} if leader else None}
-    source = bp.snapshot_source(info)
+    source = bp.snapshot_source(info_of(members, leader))
     assert (source["name"], source["leader"]) == (chosen, is_leader), case
 
 
@@ -355,8 +371,8 @@ def test_snapshot_source(case, members, leader, chosen, is_leader):
     "info",
     [
         {},
-        {"members": [member("a", healthy=False)]},
-        {"members": [member("a", learner=True)]},
+        info_of([member("a", healthy=False)], "a"),
+        info_of([member("a", learner=True)], ""),
         "not a mapping",
     ],
 )

@@ -104,6 +104,8 @@ class FakeApi:
         if method == "POST":
             self.objects[f"{path}/{body['metadata']['name']}"] = body
             return body
+        # A status subresource stores into its object, as the API server does.
+        path = path.removesuffix("/status")
         self.objects[path] = merge_patch(self.objects[path], body)
         return self.objects[path]
 
@@ -154,3 +156,50 @@ def test_one_refused_object_means_nothing_is_written():
     with pytest.raises(EtcdInputError, match="Secret"):
         put_objects(api, [_pod(), secret], "present", False)
     assert api.calls == []
+
+
+BACKUPS = "/apis/etcd.runbook.io/v1alpha1/namespaces/ns/etcdbackups"
+
+
+def _backup(status: dict | None = None, **spec: Any) -> dict:
+    obj = {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {"name": "b", "namespace": "ns"},
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_status_is_written_through_the_subresource_and_nothing_else_is_sent():
+    api = FakeApi({f"{BACKUPS}/b": _backup({"phase": "Running"}, clusterName="c")})
+    wanted = _backup({"lastSnapshot": {"revision": 7}}, clusterName="other")
+    result = put_objects(api, [wanted], "status", False)
+    assert result["changed"] is True
+    assert api.calls == [("GET", f"{BACKUPS}/b"), ("PATCH", f"{BACKUPS}/b/status")]
+    stored = api.objects[f"{BACKUPS}/b"]
+    assert stored["spec"] == {"clusterName": "c"}  # the spec given was not sent
+    assert stored["status"] == {"phase": "Running", "lastSnapshot": {"revision": 7}}
+
+
+def test_a_status_already_so_is_not_written():
+    api = FakeApi({f"{BACKUPS}/b": _backup({"phase": "Running", "lastSnapshot": {"revision": 7}})})
+    result = put_objects(api, [_backup({"lastSnapshot": {"revision": 7}})], "status", False)
+    assert result["changed"] is False
+    assert api.calls == [("GET", f"{BACKUPS}/b")]
+
+
+@pytest.mark.parametrize(
+    ("objects", "match"),
+    [
+        ([_pod()], "cannot write the status of 'Pod'"),
+        ([_backup({"phase": "x"})], "b does not exist"),
+    ],
+)
+def test_status_of_other_kinds_or_missing_objects_is_refused(objects, match):
+    api = FakeApi({})
+    with pytest.raises(EtcdInputError, match=match):
+        put_objects(api, objects, "status", False)
+    assert [c for c in api.calls if c[0] != "GET"] == []

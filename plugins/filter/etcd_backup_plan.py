@@ -313,6 +313,79 @@ def snapshot_source(info: Any) -> dict[str, Any]:
     }
 
 
+# --- where a run saves -------------------------------------------------------------------
+
+S3_FIELD = "spec.destination.s3"
+VOLUME_FIELD = "spec.destination.volume"
+_ENDPOINT = re.compile(r"^https?://[^/\s]+$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def _aws_host(endpoint: str) -> bool:
+    host = endpoint.split("://", 1)[-1].split(":", 1)[0]
+    return host == "amazonaws.com" or host.endswith(".amazonaws.com")
+
+
+def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]:
+    """What a backup run needs from an EtcdBackup's spec (or the same shape given by hand):
+    the cluster, the destination as the snapshot modules take it, the key prefix of this
+    cluster's snapshots, the retention rules and the Secrets it names. `ca_dir` is where the
+    CA Secret of an https store is mounted (the backup Job's), empty when it is not.
+
+    Raises BackupPlanError naming the field when the spec cannot be used; the API server's
+    schema already refuses most of these, but a run by hand has no schema."""
+    spec = spec if isinstance(spec, dict) else {}
+    cluster = spec.get("clusterName")
+    if not isinstance(cluster, str) or not _NAME.match(cluster) or len(cluster) > 50:
+        raise BackupPlanError(
+            f"spec.clusterName must be the name of an EtcdCluster, not {cluster!r}"
+        )
+    if not isinstance(namespace, str) or not _NAME.match(namespace):
+        raise BackupPlanError(f"namespace {namespace!r} is not a Kubernetes name")
+    destination = spec.get("destination") if isinstance(spec.get("destination"), dict) else {}
+    given = [k for k in ("s3", "volume") if destination.get(k)]
+    if len(given) != 1:
+        raise BackupPlanError("spec.destination must set exactly one of volume or s3")
+    base = {"cluster": cluster, "retention": retention(spec.get("retention"))}
+    if given == ["volume"]:
+        claim = destination["volume"].get("claimName")
+        if not isinstance(claim, str) or not claim:
+            raise BackupPlanError(f"{VOLUME_FIELD}.claimName must name a PersistentVolumeClaim")
+        return {**base, "kind": "volume", "claim": claim}
+    s3 = destination["s3"]
+    endpoint, bucket = s3.get("endpoint"), s3.get("bucket")
+    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
+        raise BackupPlanError(
+            f"{S3_FIELD}.endpoint must be http(s)://host[:port] without a path, not {endpoint!r}"
+        )
+    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+        raise BackupPlanError(f"{S3_FIELD}.bucket must be an S3 bucket name, not {bucket!r}")
+    secret = s3.get("credentialsSecret")
+    if not isinstance(secret, str) or not _NAME.match(secret):
+        raise BackupPlanError(f"{S3_FIELD}.credentialsSecret must name a Secret, not {secret!r}")
+    ca_secret = s3.get("caSecret") or ""
+    path_style = s3.get("pathStyle")
+    option: dict[str, Any] = {
+        "endpoint": endpoint,
+        "bucket": bucket,
+        "region": s3.get("region") or "us-east-1",
+        # Unset: virtual-host style only where AWS wants it; every self-hosted store takes paths.
+        "path_style": bool(path_style) if isinstance(path_style, bool) else not _aws_host(endpoint),
+    }
+    if ca_secret and ca_dir:
+        option["ca_file"] = f"{ca_dir.rstrip('/')}/ca.crt"
+    prefix = cluster_prefix(s3.get("prefix") or "", namespace, cluster)
+    return {
+        **base,
+        "kind": "s3",
+        "s3": option,
+        "prefix": prefix,
+        "location": f"s3://{bucket}/{prefix}",
+        "credentials_secret": secret,
+        "ca_secret": ca_secret,
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -324,4 +397,5 @@ class FilterModule:
             "etcd_backup_newest_verified": newest_verified,
             "etcd_backup_retained_status": retained_status,
             "etcd_backup_source": snapshot_source,
+            "etcd_backup_target": backup_target,
         }

@@ -302,6 +302,7 @@ def test_filters_are_exported():
         "etcd_backup_newest_verified",
         "etcd_backup_retained_status",
         "etcd_backup_source",
+        "etcd_backup_target",
     }
 
 
@@ -379,3 +380,83 @@ def test_snapshot_source(case, members, leader, chosen, is_leader):
 def test_no_snapshot_without_a_healthy_voter(info):
     with pytest.raises(bp.BackupPlanError, match="no healthy voting member"):
         bp.snapshot_source(info)
+
+
+def s3_spec(**s3: Any) -> dict:
+    base = {
+        "endpoint": "http://s3.object-store.svc:9000",
+        "bucket": "etcd",
+        "credentialsSecret": "creds",
+    }
+    return {
+        "clusterName": "example",
+        "destination": {"s3": {**base, **s3}},
+        "retention": {"keep": 3},
+    }
+
+
+def test_target_of_an_s3_destination():
+    target = bp.backup_target(s3_spec(prefix="/nightly/"), "prod")
+    assert target == {
+        "cluster": "example",
+        "retention": {"keep": 3, "max_age": None, "max_age_seconds": None},
+        "kind": "s3",
+        "s3": {
+            "endpoint": "http://s3.object-store.svc:9000",
+            "bucket": "etcd",
+            "region": "us-east-1",
+            "path_style": True,
+        },
+        "prefix": "nightly/prod/example/",
+        "location": "s3://etcd/nightly/prod/example/",
+        "credentials_secret": "creds",
+        "ca_secret": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("s3", "ca_dir", "path_style", "ca_file"),
+    [
+        ({"endpoint": "https://s3.eu-west-1.amazonaws.com"}, "", False, None),
+        ({"endpoint": "https://s3.eu-west-1.amazonaws.com", "pathStyle": True}, "", True, None),
+        ({"endpoint": "https://minio.local:9000", "pathStyle": False}, "", False, None),
+        ({"caSecret": "store-ca"}, "/etc/ca/", True, "/etc/ca/ca.crt"),
+        ({"caSecret": "store-ca"}, "", True, None),  # by hand: the CA is not mounted
+    ],
+)
+def test_target_addressing_and_ca(s3, ca_dir, path_style, ca_file):
+    option = bp.backup_target(s3_spec(**s3), "prod", ca_dir)["s3"]
+    assert option["path_style"] is path_style
+    assert option.get("ca_file") == ca_file
+
+
+def test_target_of_a_volume_destination():
+    spec = {"clusterName": "example", "destination": {"volume": {"claimName": "backups"}}}
+    target = bp.backup_target(spec, "prod")
+    assert (target["kind"], target["claim"]) == ("volume", "backups")
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ({}, "spec.clusterName"),
+        ({**s3_spec(), "clusterName": "Bad_Name"}, "spec.clusterName"),
+        ({"clusterName": "example", "destination": {}}, "exactly one of volume or s3"),
+        (
+            {
+                "clusterName": "example",
+                "destination": {**s3_spec()["destination"], "volume": {"claimName": "x"}},
+            },
+            "exactly one of volume or s3",
+        ),
+        (s3_spec(endpoint="http://s3/path"), r"spec.destination.s3.endpoint"),
+        (s3_spec(endpoint="ftp://s3"), r"spec.destination.s3.endpoint"),
+        (s3_spec(bucket="UPPER"), r"spec.destination.s3.bucket"),
+        (s3_spec(credentialsSecret=""), r"spec.destination.s3.credentialsSecret"),
+        ({"clusterName": "example", "destination": {"volume": {"path": "/x"}}}, "claimName"),
+        ({**s3_spec(), "retention": {"keep": 0}}, "spec.retention.keep"),
+    ],
+)
+def test_target_refuses_what_it_cannot_use(spec, match):
+    with pytest.raises(bp.BackupPlanError, match=match):
+        bp.backup_target(spec, "prod")

@@ -1,0 +1,435 @@
+"""The backup runbook's side of the operator: the Kubernetes objects that take an EtcdBackup's
+snapshots (a Job, or a CronJob for a schedule, under a ServiceAccount of its own) and what the
+EtcdBackup's status says about them.
+
+The snapshot itself is taken inside the Job, by `playbooks/etcd-backup.yml` from the
+operator's image: the bytes go member -> Job -> destination and never through the operator,
+a volume destination mounts into the Job, and a schedule goes on while the operator is down
+(docs/design-decisions.md, "Backups run as Jobs"). The Job records each verified snapshot in
+the EtcdBackup's status itself (`lastSnapshot`, `retainedSnapshots`); the operator owns
+`phase`, the conditions and the schedule times, decided here from the Jobs it reads.
+
+Pure functions over plain dicts, tested in tests/unit/test_etcd_backup_jobs.py. Objects are
+built as data (never rendered from YAML templates), so no value a user wrote can become
+structure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+GROUP = "etcd.runbook.io"
+LABEL_BACKUP = f"{GROUP}/backup"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
+# The ClusterRole bound in each backup's namespace (config/rbac/backup_role.yaml).
+BACKUP_CLUSTER_ROLE = "etcd-runbook-backup"
+WORKDIR = "/opt/etcd-runbook-operator"
+VOLUME_ROOT = "/backup"
+S3_CA_DIR = "/etc/etcd-backup/s3-ca"
+RUN_AS = 65532
+TERMINATION_LOG = "/dev/termination-log"
+# A Job's name goes into its Pods' job-name label (at most 63); a CronJob appends 11
+# characters to its own for each Job.
+MAX_JOB_NAME = 63
+MAX_CRONJOB_NAME = 52
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class BackupJobError(ValueError):
+    """An EtcdBackup that cannot be turned into a Job; the message names the field."""
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("spec") or {}
+
+
+def _s3(obj: dict[str, Any]) -> dict[str, Any]:
+    return (_spec(obj).get("destination") or {}).get("s3") or {}
+
+
+def _volume(obj: dict[str, Any]) -> dict[str, Any]:
+    return (_spec(obj).get("destination") or {}).get("volume") or {}
+
+
+def labels(backup: dict[str, Any]) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "etcd-backup",
+        "app.kubernetes.io/instance": str(_meta(backup).get("name")),
+        LABEL_BACKUP: str(_meta(backup).get("name")),
+        **MANAGED_BY,
+    }
+
+
+def account_name(backup: dict[str, Any]) -> str:
+    return f"etcd-backup-{_meta(backup)['name']}"[:253]
+
+
+def spec_hash(backup: dict[str, Any]) -> str:
+    """Ten hex digits over the spec: a one-off Job is named by it, so a changed spec takes a
+    new snapshot and an unchanged one never a second."""
+    text = json.dumps(_spec(backup), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def job_name(backup: dict[str, Any]) -> str:
+    return f"{_meta(backup)['name']}-{spec_hash(backup)}"
+
+
+def _owner(backup: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = _meta(backup)
+    return [
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "EtcdBackup",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The backup Pod: the operator's image running playbooks/etcd-backup.yml for this
+    EtcdBackup, non-root with a read-only root, S3 credentials as environment variables from
+    their Secret (never in an argument, a file of the run or a log)."""
+    meta = _meta(backup)
+    env: list[dict[str, Any]] = [
+        # The playbook writes why it failed here, for the operator to put into a condition.
+        {"name": "ETCD_BACKUP_RESULT_FILE", "value": TERMINATION_LOG},
+    ]
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    s3 = _s3(backup)
+    if s3:
+        for variable, key in (
+            ("AWS_ACCESS_KEY_ID", "accessKeyId"),
+            ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
+        ):
+            env.append(
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": s3["credentialsSecret"], "key": key}},
+                }
+            )
+        if s3.get("caSecret"):
+            mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+            volumes.append(
+                {
+                    "name": "s3-ca",
+                    "secret": {
+                        "secretName": s3["caSecret"],
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    },
+                }
+            )
+    volume = _volume(backup)
+    if volume:
+        mounts.append({"name": "destination", "mountPath": VOLUME_ROOT})
+        volumes.append(
+            {"name": "destination", "persistentVolumeClaim": {"claimName": volume["claimName"]}}
+        )
+    extra = {"backup": meta["name"], "namespace": meta["namespace"]}
+    return {
+        "serviceAccountName": account_name(backup),
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "backup",
+                "image": image,
+                "imagePullPolicy": options.get("image_pull_policy", "IfNotPresent"),
+                "workingDir": WORKDIR,
+                # JSON extra vars: the names are values, never parsed as key=value pairs.
+                "command": [
+                    "/opt/venv/bin/ansible-playbook",
+                    "playbooks/etcd-backup.yml",
+                    "-e",
+                    json.dumps(extra, sort_keys=True),
+                ],
+                "env": env,
+                "volumeMounts": mounts,
+                "terminationMessagePath": TERMINATION_LOG,
+                "terminationMessagePolicy": "File",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {"memory": options.get("memory_limit", "512Mi")},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+        "volumes": volumes,
+    }
+
+
+def _job_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        # A second attempt for what passes (a member restarting); more would only repeat a
+        # refusal. Each attempt is bounded: a stuck stream never holds the schedule.
+        "backoffLimit": int(options.get("backoff_limit", 1)),
+        "activeDeadlineSeconds": int(options.get("deadline_seconds", 3600)),
+        "template": {
+            "metadata": {"labels": labels(backup)},
+            "spec": pod_spec(backup, image, options),
+        },
+    }
+
+
+def _check(backup: dict[str, Any], image: str) -> None:
+    meta = _meta(backup)
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise BackupJobError(f"metadata.name {name!r} is not a DNS label")
+    limit = MAX_CRONJOB_NAME if _spec(backup).get("schedule") else MAX_JOB_NAME - 11
+    if len(name) > limit:
+        raise BackupJobError(
+            f"metadata.name must be at most {limit} characters for a backup "
+            f"{'with' if _spec(backup).get('schedule') else 'without'} a schedule "
+            f"(its Jobs are named after it), not {len(name)}"
+        )
+    if not meta.get("uid") or not meta.get("namespace"):
+        raise BackupJobError("the EtcdBackup has no uid or namespace: pass it as read from the API")
+    if not isinstance(image, str) or not image.strip():
+        raise BackupJobError(
+            "no image for the backup Job: set etcd_backup_image (the operator's own image)"
+        )
+
+
+def workload(
+    backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The objects that take this EtcdBackup's snapshots, in the order to write them: its
+    ServiceAccount, a RoleBinding of it to the backup ClusterRole in this namespace, then the
+    Job (one-off: named after the spec, so written once) or the CronJob (a schedule).
+
+    Returns {"objects": [...], "job": name of the one-off Job or "", "cronjob": name or ""}."""
+    options = options or {}
+    _check(backup, image)
+    meta, spec = _meta(backup), _spec(backup)
+    common = {
+        "namespace": meta["namespace"],
+        "labels": labels(backup),
+        "ownerReferences": _owner(backup),
+    }
+    account = account_name(backup)
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, **common},
+            "automountServiceAccountToken": True,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": account, **common},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": options.get("cluster_role", BACKUP_CLUSTER_ROLE),
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account, "namespace": meta["namespace"]}
+            ],
+        },
+    ]
+    job_spec = _job_spec(backup, image, options)
+    if spec.get("schedule"):
+        cron_spec: dict[str, Any] = {
+            "schedule": spec["schedule"],
+            "suspend": bool(spec.get("suspend", False)),
+            # One snapshot at a time: a slow one is not raced by the next.
+            "concurrencyPolicy": "Forbid",
+            # A run missed by more than this (the controller was down) is skipped, not
+            # caught up in a burst.
+            "startingDeadlineSeconds": int(options.get("starting_deadline_seconds", 300)),
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"metadata": {"labels": labels(backup)}, "spec": job_spec},
+        }
+        if spec.get("timeZone"):
+            cron_spec["timeZone"] = spec["timeZone"]
+        objects.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": meta["name"], **common},
+                "spec": cron_spec,
+            }
+        )
+        return {"objects": objects, "job": "", "cronjob": meta["name"]}
+    name = job_name(backup)
+    objects.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, **common},
+            "spec": job_spec,
+        }
+    )
+    return {"objects": objects, "job": name, "cronjob": ""}
+
+
+# --- status --------------------------------------------------------------------------------
+
+
+def _job_state(job: dict[str, Any]) -> str:
+    """Active, Succeeded or Failed, from the Job's conditions (then its counters)."""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return "Succeeded" if condition["type"] == "Complete" else "Failed"
+    return "Active"
+
+
+def _started(job: dict[str, Any]) -> str:
+    return str(
+        (job.get("status") or {}).get("startTime") or _meta(job).get("creationTimestamp") or ""
+    )
+
+
+def failure_message(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """Why a Job failed: the termination message its newest Pod left (the playbook writes
+    the failed step and its message there), else the Job's own reason."""
+    mine = [
+        p for p in pods if (_meta(p).get("labels") or {}).get("job-name") == _meta(job).get("name")
+    ]
+    mine.sort(key=lambda p: str(_meta(p).get("creationTimestamp") or ""), reverse=True)
+    for pod in mine:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            message = str(terminated.get("message") or "").strip()
+            if message:
+                return message[:1000]
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".strip()
+    return "the backup Job failed"
+
+
+def report(
+    backup: dict[str, Any],
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    cronjob: dict[str, Any] | None,
+    refusals: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """What the operator writes into the EtcdBackup's status after looking at its Jobs:
+    {"status": {...}, "conditions": {type: {status, reason, message}}, "events": [...]}.
+
+    Available: a verified snapshot exists (the Job wrote status.lastSnapshot). Progressing: a
+    Job is taking one. Degraded: the spec was refused, or the newest finished Job failed (its
+    message says why). Events only for a change of phase, so a resync says nothing twice."""
+    spec, status = _spec(backup), backup.get("status") or {}
+    last = status.get("lastSnapshot") or {}
+    mine = sorted(
+        (
+            j
+            for j in jobs
+            if (_meta(j).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name")
+        ),
+        key=_started,
+        reverse=True,
+    )
+    active = [j for j in mine if _job_state(j) == "Active"]
+    finished = [j for j in mine if _job_state(j) != "Active"]
+    newest_done = finished[0] if finished else None
+    scheduled = bool(spec.get("schedule"))
+
+    if last.get("location"):
+        available = (
+            "True",
+            "SnapshotTaken",
+            f"newest verified snapshot: {last['location']} (revision {last.get('revision', '?')})",
+        )
+    else:
+        available = ("False", "NoSnapshot", "no verified snapshot yet")
+    degraded = (
+        "False",
+        "AsExpected",
+        "the last backup succeeded" if newest_done else "no backup has finished yet",
+    )
+    if newest_done is not None and _job_state(newest_done) == "Failed":
+        degraded = (
+            "True",
+            "BackupFailed",
+            f"Job {_meta(newest_done)['name']}: {failure_message(newest_done, pods)}",
+        )
+    if refusals:
+        first = refusals[0]
+        degraded = (
+            "True",
+            first.get("reason", "InvalidSpec"),
+            "; ".join(r["message"] for r in refusals),
+        )
+
+    if refusals:
+        phase = "Failed"
+    elif active:
+        phase = "Running"
+    elif scheduled:
+        phase = "Suspended" if spec.get("suspend") else "Scheduled"
+    elif newest_done is None:
+        phase = "Pending"
+    else:
+        phase = _job_state(newest_done)
+    progressing = (
+        ("True", "SnapshotRunning", f"Job {_meta(active[0])['name']} is taking a snapshot")
+        if active
+        else ("False", "Idle", "no snapshot is being taken")
+    )
+    new_status: dict[str, Any] = {"phase": phase}
+    if cronjob:
+        last_schedule = (cronjob.get("status") or {}).get("lastScheduleTime")
+        if last_schedule:
+            new_status["lastScheduleTime"] = last_schedule
+    events: list[dict[str, str]] = []
+    if phase != status.get("phase"):
+        kind = "Warning" if phase == "Failed" else "Normal"
+        message = (
+            degraded[2]
+            if phase == "Failed"
+            else {
+                "Running": progressing[2],
+                "Succeeded": available[2],
+                "Scheduled": f"snapshots scheduled at '{spec.get('schedule')}'",
+                "Suspended": "scheduled snapshots are suspended",
+                "Pending": "waiting for the backup Job",
+            }[phase]
+        )
+        events.append({"type": kind, "reason": f"Backup{phase}", "message": message})
+    conditions = {
+        name: {"status": value[0], "reason": value[1], "message": value[2]}
+        for name, value in (
+            ("Available", available),
+            ("Progressing", progressing),
+            ("Degraded", degraded),
+        )
+    }
+    return {"status": new_status, "conditions": conditions, "events": events}
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "etcd_backup_workload": workload,
+            "etcd_backup_report": report,
+        }

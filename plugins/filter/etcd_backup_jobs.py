@@ -105,7 +105,7 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
         # The playbook writes why it failed here, for the operator to put into a condition.
         {"name": "ETCD_BACKUP_RESULT_FILE", "value": TERMINATION_LOG},
     ]
-    mounts = [{"name": "tmp", "mountPath": "/tmp"}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     s3 = _s3(backup)
     if s3:

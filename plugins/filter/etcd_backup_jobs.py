@@ -218,7 +218,8 @@ def workload(
 ) -> dict[str, Any]:
     """The objects that take this EtcdBackup's snapshots, in the order to write them: its
     ServiceAccount, a RoleBinding of it to the backup ClusterRole in this namespace, then the
-    Job (one-off: named after the spec, so written once) or the CronJob (a schedule).
+    Job (one-off: named after the spec, so written once, and not again once its snapshot
+    was taken) or the CronJob (a schedule).
 
     Returns {"objects": [...], "job": name of the one-off Job or "", "cronjob": name or ""}."""
     options = options or {}
@@ -277,6 +278,12 @@ def workload(
         )
         return {"objects": objects, "job": "", "cronjob": meta["name"]}
     name = job_name(backup)
+    status = backup.get("status") or {}
+    if status.get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
+        "generation"
+    ):
+        # Taken: a Job deleted afterwards is not a request for another snapshot.
+        return {"objects": objects, "job": name, "cronjob": ""}
     objects.append(
         {
             "apiVersion": "batch/v1",
@@ -427,9 +434,19 @@ def report(
     return {"status": new_status, "conditions": conditions, "events": events}
 
 
+def workload_or_refusal(
+    backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The filter form of `workload`: a refusal comes back as {"refused": message}."""
+    try:
+        return {"refused": "", **workload(backup, image, options)}
+    except BackupJobError as error:
+        return {"refused": str(error), "objects": [], "job": "", "cronjob": ""}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "etcd_backup_workload": workload,
+            "etcd_backup_workload": workload_or_refusal,
             "etcd_backup_report": report,
         }

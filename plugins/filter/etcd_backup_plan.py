@@ -346,7 +346,8 @@ def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]
     given = [k for k in ("s3", "volume") if destination.get(k)]
     if len(given) != 1:
         raise BackupPlanError("spec.destination must set exactly one of volume or s3")
-    base = {"cluster": cluster, "retention": retention(spec.get("retention"))}
+    retention(spec.get("retention"))  # refused here, before anything is saved
+    base = {"cluster": cluster, "retention": dict(spec.get("retention") or {})}
     if given == ["volume"]:
         claim = destination["volume"].get("claimName")
         if not isinstance(claim, str) or not claim:
@@ -386,6 +387,52 @@ def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]
     }
 
 
+def _duration(value: Any) -> str:
+    return f"{value:.2f}s" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+
+
+def backup_record(saved: Any, snapshots: Any, target: Any) -> dict[str, Any]:
+    """What a backup run writes into its EtcdBackup's status: `lastSnapshot` from the
+    snapshot it saved (its manifest: the verified facts) and `retainedSnapshots` from the
+    listing after pruning, each located as s3://<bucket>/<key>."""
+    saved = saved if isinstance(saved, dict) else {}
+    target = target if isinstance(target, dict) else {}
+    manifest = saved.get("manifest") if isinstance(saved.get("manifest"), dict) else {}
+    key = saved.get("key")
+    if not key or not manifest.get("sha256"):
+        raise BackupPlanError("the snapshot has no key or no manifest: it was not verified")
+    bucket = (target.get("s3") or {}).get("bucket", "")
+
+    def located(k: str) -> str:
+        return f"s3://{bucket}/{k}"
+
+    last: dict[str, Any] = {"location": located(str(key))}
+    for name in ("time", "revision", "size", "sha256", "etcdVersion", "clusterID", "member"):
+        if manifest.get(name) not in (None, ""):
+            last[name] = manifest[name]
+    if _duration(manifest.get("duration")):
+        last["duration"] = _duration(manifest["duration"])
+    listed = [
+        {**entry, "location": located(str(entry.get("key") or entry.get("location")))}
+        for entry in (snapshots if isinstance(snapshots, list) else [])
+        if isinstance(entry, dict)
+    ]
+    return {"lastSnapshot": last, "retainedSnapshots": retained_status(listed)}
+
+
+def _or_refusal(function: Any) -> Any:
+    """The filter form: a refusal comes back as {"refused": message} for the runbook to
+    report in its own words, not as a templating error."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return {"refused": "", **function(*args, **kwargs)}
+        except BackupPlanError as error:
+            return {"refused": str(error)}
+
+    return wrapper
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -396,6 +443,7 @@ class FilterModule:
             "etcd_backup_parse_key": parse_snapshot_key,
             "etcd_backup_newest_verified": newest_verified,
             "etcd_backup_retained_status": retained_status,
-            "etcd_backup_source": snapshot_source,
-            "etcd_backup_target": backup_target,
+            "etcd_backup_source": _or_refusal(snapshot_source),
+            "etcd_backup_target": _or_refusal(backup_target),
+            "etcd_backup_record": backup_record,
         }

@@ -52,6 +52,15 @@ def test_a_one_off_backup_is_a_job_named_after_its_spec():
     assert changed["job"] != first["job"]  # a new spec takes a new snapshot
 
 
+def test_a_one_off_backup_taken_is_not_taken_again_when_its_job_is_deleted():
+    done = backup()
+    done["metadata"]["generation"] = 2
+    done["status"] = {"phase": "Succeeded", "observedGeneration": 2}
+    assert kinds(bj.workload(done, IMAGE)) == ["ServiceAccount", "RoleBinding"]
+    done["metadata"]["generation"] = 3  # a new spec: a new snapshot
+    assert kinds(bj.workload(done, IMAGE))[-1] == "Job"
+
+
 def test_a_schedule_is_a_cronjob_that_never_overlaps():
     result = bj.workload(backup("*/5 * * * *", suspend=True, timeZone="Europe/Berlin"), IMAGE)
     assert kinds(result) == ["ServiceAccount", "RoleBinding", "CronJob"]
@@ -277,3 +286,9 @@ def test_jobs_of_another_backup_are_not_counted():
     other = job("x", "Failed", "t9")
     other["metadata"]["labels"][bj.LABEL_BACKUP] = "other"
     assert bj.report(backup(), [other], [], None)["status"]["phase"] == "Pending"
+
+
+def test_the_filter_reports_a_refusal_instead_of_raising():
+    workload = bj.FilterModule().filters()["etcd_backup_workload"]
+    assert workload(backup(), "")["refused"].startswith("no image for the backup Job")
+    assert workload(backup(), IMAGE)["refused"] == ""

@@ -303,6 +303,7 @@ def test_filters_are_exported():
         "etcd_backup_retained_status",
         "etcd_backup_source",
         "etcd_backup_target",
+        "etcd_backup_record",
     }
 
 
@@ -399,7 +400,7 @@ def test_target_of_an_s3_destination():
     target = bp.backup_target(s3_spec(prefix="/nightly/"), "prod")
     assert target == {
         "cluster": "example",
-        "retention": {"keep": 3, "max_age": None, "max_age_seconds": None},
+        "retention": {"keep": 3},
         "kind": "s3",
         "s3": {
             "endpoint": "http://s3.object-store.svc:9000",
@@ -460,3 +461,65 @@ def test_target_of_a_volume_destination():
 def test_target_refuses_what_it_cannot_use(spec, match):
     with pytest.raises(bp.BackupPlanError, match=match):
         bp.backup_target(spec, "prod")
+
+
+def test_the_filters_report_a_refusal_instead_of_raising():
+    filters = bp.FilterModule().filters()
+    assert filters["etcd_backup_target"]({}, "prod") == {
+        "refused": "spec.clusterName must be the name of an EtcdCluster, not None"
+    }
+    assert filters["etcd_backup_target"](s3_spec(), "prod")["refused"] == ""
+    assert "no healthy voting member" in filters["etcd_backup_source"]({})["refused"]
+
+
+MANIFEST = {
+    "sha256": "a" * 64,
+    "size": 4096,
+    "revision": 42,
+    "etcdVersion": "3.6.5",
+    "clusterID": "cafe",
+    "member": "example-1",
+    "time": "2026-11-24T03:00:00Z",
+    "duration": 1.234,
+}
+
+
+def test_record_of_a_saved_snapshot_and_what_is_retained():
+    target = bp.backup_target(s3_spec(), "prod")
+    saved = {"key": "prod/example/20261124T030000Z-rev42.db", "manifest": MANIFEST}
+    listed = [
+        {
+            "key": saved["key"],
+            "time": MANIFEST["time"],
+            "sha256": "a" * 64,
+            "verified": True,
+            "revision": 42,
+            "size": 4096,
+        },
+        {
+            "key": "prod/example/20261123T030000Z-rev40.db",
+            "time": "2026-11-23T03:00:00Z",
+            "sha256": "",
+            "verified": False,
+        },
+    ]
+    record = bp.backup_record(saved, listed, target)
+    assert record["lastSnapshot"] == {
+        "location": "s3://etcd/prod/example/20261124T030000Z-rev42.db",
+        "time": "2026-11-24T03:00:00Z",
+        "revision": 42,
+        "size": 4096,
+        "sha256": "a" * 64,
+        "etcdVersion": "3.6.5",
+        "clusterID": "cafe",
+        "member": "example-1",
+        "duration": "1.23s",
+    }
+    assert [r["location"] for r in record["retainedSnapshots"]] == [
+        record["lastSnapshot"]["location"]
+    ]
+
+
+def test_no_record_without_a_manifest():
+    with pytest.raises(bp.BackupPlanError, match="not verified"):
+        bp.backup_record({"key": "k"}, [], {})

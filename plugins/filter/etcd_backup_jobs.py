@@ -347,15 +347,12 @@ def report(
     message says why). Events only for a change of phase, so a resync says nothing twice."""
     spec, status = _spec(backup), backup.get("status") or {}
     last = status.get("lastSnapshot") or {}
-    mine = sorted(
-        (
-            j
-            for j in jobs
-            if (_meta(j).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name")
-        ),
-        key=_started,
-        reverse=True,
-    )
+    # A Job just written may be listed twice (as read, and as written): the first counts.
+    unique: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if (_meta(job).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name"):
+            unique.setdefault(str(_meta(job).get("name")), job)
+    mine = sorted(unique.values(), key=_started, reverse=True)
     active = [j for j in mine if _job_state(j) == "Active"]
     finished = [j for j in mine if _job_state(j) != "Active"]
     newest_done = finished[0] if finished else None

@@ -407,9 +407,14 @@ def backup_record(saved: Any, snapshots: Any, target: Any) -> dict[str, Any]:
         return f"s3://{bucket}/{k}"
 
     last: dict[str, Any] = {"location": located(str(key))}
-    for name in ("time", "revision", "size", "sha256", "etcdVersion", "clusterID", "member"):
+    for name in ("time", "revision", "size", "sha256", "etcdVersion", "clusterID"):
         if manifest.get(name) not in (None, ""):
             last[name] = manifest[name]
+    member = manifest.get("member")
+    # The manifest records the member as etcd_member returns members; status names it.
+    member_name = member.get("name") if isinstance(member, dict) else member
+    if isinstance(member_name, str) and member_name:
+        last["member"] = member_name
     if _duration(manifest.get("duration")):
         last["duration"] = _duration(manifest["duration"])
     listed = [

@@ -292,3 +292,12 @@ def test_the_filter_reports_a_refusal_instead_of_raising():
     workload = bj.FilterModule().filters()["etcd_backup_workload"]
     assert workload(backup(), "")["refused"].startswith("no image for the backup Job")
     assert workload(backup(), IMAGE)["refused"] == ""
+
+
+def test_a_job_listed_as_read_and_as_written_counts_once():
+    done = job("a", "Succeeded", "t1")
+    written = {"metadata": {"name": "a", "labels": {bj.LABEL_BACKUP: "nightly"}}}
+    obj = backup()
+    obj["status"] = {"lastSnapshot": LAST}
+    assert bj.report(obj, [done, written], [], None)["status"]["phase"] == "Succeeded"
+    assert bj.report(backup(), [written], [], None)["status"]["phase"] == "Running"

@@ -478,7 +478,7 @@ MANIFEST = {
     "revision": 42,
     "etcdVersion": "3.6.5",
     "clusterID": "cafe",
-    "member": "example-1",
+    "member": {"name": "example-1", "id": "8e9e05c52164694d"},
     "time": "2026-11-24T03:00:00Z",
     "duration": 1.234,
 }
@@ -523,3 +523,22 @@ def test_record_of_a_saved_snapshot_and_what_is_retained():
 def test_no_record_without_a_manifest():
     with pytest.raises(bp.BackupPlanError, match="not verified"):
         bp.backup_record({"key": "k"}, [], {})
+
+
+def test_the_record_is_what_the_crd_accepts_as_status():
+    from tests import crd_schema as cs
+
+    schema = cs.schema_of(cs.load("etcdbackups"))["properties"]["status"]
+    target = bp.backup_target(s3_spec(), "prod")
+    saved = {"key": "prod/example/20261124T030000Z-rev42.db", "manifest": MANIFEST}
+    listed = [
+        {
+            "key": saved["key"],
+            "time": MANIFEST["time"],
+            "sha256": "a" * 64,
+            "verified": True,
+            "revision": 42,
+            "size": 4096,
+        }
+    ]
+    assert cs.validate(schema, bp.backup_record(saved, listed, target)) == []

@@ -1,0 +1,163 @@
+#!/usr/bin/python
+"""Ansible module: one read-only look at what an EtcdBackup's reconcile decides on."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_backup_observe
+short_description: Read what the operator's side of an EtcdBackup decides on, in one go
+description:
+  - Lists the Jobs and Pods labelled C(etcd.runbook.io/backup=<name>) in O(namespace), and
+    reads the CronJob named O(name).
+  - With O(cluster), O(credentials_secret) or O(claim), says whether that EtcdCluster and
+    claim exist and which keys that Secret holds. The Secret's values never leave the
+    module.
+  - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
+    the backup Jobs run too).
+  - Reads the API server with the credentials kubernetes.core would use (O(kubeconfig),
+    E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's ServiceAccount).
+  - Never changes anything; runs the same in check mode.
+version_added: "0.3.0"
+author: etcd runbook operator maintainers
+options:
+  namespace:
+    description: Namespace of the EtcdBackup.
+    type: str
+    required: true
+  name:
+    description: Name of the EtcdBackup.
+    type: str
+    required: true
+  cluster:
+    description: An EtcdCluster name to look for in O(namespace).
+    type: str
+  credentials_secret:
+    description: A Secret in O(namespace) whose key names to return.
+    type: str
+  claim:
+    description: A PersistentVolumeClaim name to look for in O(namespace).
+    type: str
+  own_pod:
+    description: A Pod whose container image to return.
+    type: dict
+    suboptions:
+      namespace:
+        description: The Pod's namespace.
+        type: str
+        required: true
+      name:
+        description: The Pod's name.
+        type: str
+        required: true
+      container:
+        description: The container; the first one when it has no container of this name.
+        type: str
+        default: manager
+  kubeconfig:
+    description: Path to a kubeconfig; see the description for the search order without it.
+    type: path
+  context:
+    description: Kubeconfig context; the current one when omitted.
+    type: str
+  timeout:
+    description: Seconds each API request may take.
+    type: float
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Look at a backup's Jobs and what its spec names
+  etcd_backup_observe:
+    namespace: prod
+    name: nightly
+    cluster: example
+    credentials_secret: s3-credentials
+  register: seen
+"""
+
+RETURN = r"""
+jobs:
+  description: The backup's Jobs.
+  returned: success
+  type: list
+  elements: dict
+pods:
+  description: The Pods of the backup's Jobs.
+  returned: success
+  type: list
+  elements: dict
+cronjob:
+  description: The CronJob named O(name), or null.
+  returned: success
+  type: dict
+cluster_found:
+  description: Whether O(cluster) exists; null without O(cluster).
+  returned: success
+  type: bool
+secret_keys:
+  description: The key names of O(credentials_secret), sorted; null when it does not exist
+    or was not asked for.
+  returned: success
+  type: list
+  elements: str
+claim_found:
+  description: Whether O(claim) exists; null without O(claim).
+  returned: success
+  type: bool
+image:
+  description: The image of O(own_pod)'s container; empty without O(own_pod).
+  returned: success
+  type: str
+reason:
+  description: A short word for the failure (for example V(Forbidden)).
+  returned: failed
+  type: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_backup_observe import observe_backup
+from ansible.module_utils.etcd_errors import EtcdModuleError
+from ansible.module_utils.etcd_kube import KubeReader, credentials
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "namespace": {"type": "str", "required": True},
+        "name": {"type": "str", "required": True},
+        "cluster": {"type": "str"},
+        "credentials_secret": {"type": "str", "no_log": False},
+        "claim": {"type": "str"},
+        "own_pod": {
+            "type": "dict",
+            "options": {
+                "namespace": {"type": "str", "required": True},
+                "name": {"type": "str", "required": True},
+                "container": {"type": "str", "default": "manager"},
+            },
+        },
+        "kubeconfig": {"type": "path"},
+        "context": {"type": "str"},
+        "timeout": {"type": "float", "default": 30},
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    try:
+        reader = KubeReader(credentials(params["kubeconfig"], params["context"]), params["timeout"])
+        facts = observe_backup(reader, params)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

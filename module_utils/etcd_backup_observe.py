@@ -1,0 +1,55 @@
+"""One read-only look at what the operator's side of an EtcdBackup decides on
+(etcd_backup_observe): the EtcdCluster it names, the names of its credentials Secret's keys
+(never their values), its claim, its Jobs, their Pods and its CronJob, and the image the
+operator itself runs. One module process instead of one per object."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ansible.module_utils.etcd_kube import namespaced
+
+GROUP_VERSION = "etcd.runbook.io/v1alpha1"
+LABEL_BACKUP = "etcd.runbook.io/backup"
+
+
+class Reader(Protocol):
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None: ...
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list[Any]: ...
+
+
+def _container_image(pod: dict[str, Any] | None, container: str) -> str:
+    containers = ((pod or {}).get("spec") or {}).get("containers") or []
+    chosen = [c for c in containers if c.get("name") == container] or containers[:1]
+    return str(chosen[0].get("image") or "") if chosen else ""
+
+
+def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
+    """What `params` asks for, as plain facts. A Secret is reduced to its key names here,
+    inside the module: its values never reach the run."""
+    ns, name = params["namespace"], params["name"]
+    selector = f"{LABEL_BACKUP}={name}"
+    facts: dict[str, Any] = {
+        "jobs": reader.items(namespaced("batch/v1", ns, "jobs"), selector, "Job", "batch/v1"),
+        "pods": reader.items(namespaced("v1", ns, "pods"), selector, "Pod", "v1"),
+        "cronjob": reader.get(namespaced("batch/v1", ns, "cronjobs", name)),
+        "cluster_found": None,
+        "secret_keys": None,
+        "claim_found": None,
+        "image": "",
+    }
+    if params.get("cluster"):
+        path = namespaced(GROUP_VERSION, ns, "etcdclusters", params["cluster"])
+        facts["cluster_found"] = reader.get(path) is not None
+    if params.get("credentials_secret"):
+        secret = reader.get(namespaced("v1", ns, "secrets", params["credentials_secret"]))
+        facts["secret_keys"] = sorted((secret or {}).get("data") or {}) if secret else None
+    if params.get("claim"):
+        path = namespaced("v1", ns, "persistentvolumeclaims", params["claim"])
+        facts["claim_found"] = reader.get(path) is not None
+    own = params.get("own_pod") or {}
+    if own.get("name") and own.get("namespace"):
+        pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
+        facts["image"] = _container_image(pod, own.get("container") or "manager")
+    return facts

@@ -1,0 +1,82 @@
+"""etcd_backup_observe's look (module_utils/etcd_backup_observe.py) against a fake reader:
+what it asks for, and that a Secret's values never leave it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.etcd_backup_observe import observe_backup
+
+
+class FakeReader:
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects = objects
+        self.asked: list[str] = []
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
+        self.asked.append(path)
+        return self.objects.get(path)
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list[Any]:
+        self.asked.append(f"{path}?{label_selector}")
+        return [{"kind": kind, **o} for p, o in self.objects.items() if p.startswith(path + "/")]
+
+
+SECRET = "/api/v1/namespaces/prod/secrets/creds"
+CLUSTER = "/apis/etcd.runbook.io/v1alpha1/namespaces/prod/etcdclusters/example"
+JOB = "/apis/batch/v1/namespaces/prod/jobs/nightly-1"
+OWN = "/api/v1/namespaces/ops/pods/operator-0"
+
+
+def test_everything_asked_is_read_and_the_secret_only_by_its_key_names():
+    reader = FakeReader(
+        {
+            SECRET: {"data": {"secretAccessKey": "c2VjcmV0", "accessKeyId": "aWQ="}},
+            CLUSTER: {"metadata": {"name": "example"}},
+            JOB: {"metadata": {"name": "nightly-1"}},
+            OWN: {
+                "spec": {
+                    "containers": [
+                        {"name": "sidecar", "image": "x"},
+                        {"name": "manager", "image": "op:1"},
+                    ]
+                }
+            },
+        }
+    )
+    facts = observe_backup(
+        reader,
+        {
+            "namespace": "prod",
+            "name": "nightly",
+            "cluster": "example",
+            "credentials_secret": "creds",
+            "claim": "backups",
+            "own_pod": {"namespace": "ops", "name": "operator-0", "container": "manager"},
+        },
+    )
+    assert facts["secret_keys"] == ["accessKeyId", "secretAccessKey"]
+    assert "c2VjcmV0" not in repr(facts)
+    assert (facts["cluster_found"], facts["claim_found"], facts["image"]) == (True, False, "op:1")
+    assert [j["metadata"]["name"] for j in facts["jobs"]] == ["nightly-1"]
+    assert facts["cronjob"] is None
+    assert "/apis/batch/v1/namespaces/prod/jobs?etcd.runbook.io/backup=nightly" in reader.asked
+
+
+def test_only_what_is_asked():
+    reader = FakeReader({})
+    facts = observe_backup(reader, {"namespace": "prod", "name": "nightly"})
+    assert (facts["cluster_found"], facts["secret_keys"], facts["claim_found"], facts["image"]) == (
+        None,
+        None,
+        None,
+        "",
+    )
+    assert len(reader.asked) == 3  # Jobs, Pods, the CronJob
+
+
+def test_a_missing_secret_has_no_keys():
+    facts = observe_backup(
+        FakeReader({}), {"namespace": "prod", "name": "n", "credentials_secret": "gone"}
+    )
+    assert facts["secret_keys"] is None

@@ -29,7 +29,10 @@ KINDS = {
     ("etcd.runbook.io/v1alpha1", "EtcdRestore"): "etcdrestores",
 }
 # Kinds whose status a runbook may write (state `status`): a backup Job records its snapshot.
-STATUS_KINDS = {("etcd.runbook.io/v1alpha1", "EtcdBackup"), ("etcd.runbook.io/v1alpha1", "EtcdRestore")}
+STATUS_KINDS = {
+    ("etcd.runbook.io/v1alpha1", "EtcdBackup"),
+    ("etcd.runbook.io/v1alpha1", "EtcdRestore"),
+}
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -113,7 +116,9 @@ def put_objects(
         for obj in objects:
             if (obj.get("apiVersion"), obj.get("kind")) not in STATUS_KINDS:
                 known = ", ".join(k for _v, k in sorted(STATUS_KINDS))
-                raise EtcdInputError(f"cannot write the status of {obj.get('kind')!r}: only {known}")
+                raise EtcdInputError(
+                    f"cannot write the status of {obj.get('kind')!r}: only {known}"
+                )
     for obj, (path, name) in zip(objects, paths, strict=True):
         current = client.get(f"{path}/{name}")
         if current is None and state in ("patched", "status"):

@@ -10,10 +10,14 @@ import secrets
 import time
 from typing import Any
 
+import pytest
+
 from tests.e2e.helpers import Operator, apply, condition, etcdctl, get, pods, wait_available
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
 from tests.k8s_cluster import K8sCluster
 from tests.object_store import ObjectStore
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 AVAILABLE_WITHIN = 240
 BACKUP_WITHIN = 240
@@ -97,7 +101,9 @@ def test_backup_to_s3_once_and_refusals(
         prefix = f"e2e/{ns}/{name}/"
         assert last["location"].startswith(f"s3://{bucket}/{prefix}")
         assert last["revision"] >= revision_written
-        assert last["member"] != cluster["status"]["leader"], "the snapshot came from the leader"
+        # From a follower when the Job chose (unit-tested in etcd_backup_source); leadership
+        # may move between then and now, so only membership is checked here.
+        assert last["member"] in {m["name"] for m in cluster["status"]["members"]}
         assert last["clusterID"] == cluster["status"]["clusterID"]
         assert condition(done, "Available")["status"] == "True"
         key = last["location"].removeprefix(f"s3://{bucket}/")

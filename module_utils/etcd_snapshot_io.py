@@ -13,7 +13,11 @@ and the file's own sha256 (what `sha256sum` prints) comes from the same pass.
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import hashlib
+import mmap
 import os
 import tempfile
 from collections.abc import Callable
@@ -25,6 +29,40 @@ from ansible.module_utils.etcd_errors import EtcdModuleError
 TRAILER_SIZE = hashlib.sha256().digest_size
 SECTOR = 512
 READ_CHUNK = 4 * 1024 * 1024
+# O_DIRECT writes: whole blocks from a page-aligned buffer, at aligned offsets.
+O_DIRECT = getattr(os, "O_DIRECT", 0)
+DIRECT_ALIGN = 4096
+DIRECT_BLOCK = 4 * 1024 * 1024
+
+
+# glibc's mallopt parameters (malloc.h).
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+MiB = 1024 * 1024
+
+
+def set_allocator(settings: dict[int, int]) -> None:
+    """glibc mallopt(3) for this process (a module process streams one snapshot and exits);
+    nothing to do elsewhere."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    for param, value in settings.items():
+        mallopt(param, value)
+
+
+def keep_freed_memory() -> None:
+    """Let the process reuse the memory the stream frees instead of handing it back.
+
+    gRPC and Python allocate and free every 32 KiB message (32,768 per GiB) on several
+    threads; with glibc's defaults each arena gives its freed top back to the kernel
+    (trimming) and faults it in again a moment later. Measured here (1 GiB, receiving alone):
+    232,000 page faults and 3.0 CPU-seconds; with a trim threshold of 64 MiB and a fixed mmap
+    threshold of 4 MiB, 19,000 and 2.4. The memory kept is bounded by what the stream has in
+    flight (its queues), not by the snapshot's size."""
+    set_allocator({M_TRIM_THRESHOLD: 64 * MiB, M_MMAP_THRESHOLD: 4 * MiB})
 
 
 class SnapshotIntegrityError(EtcdModuleError):
@@ -55,7 +93,7 @@ class TrailerHasher:
         self._tail = b""
         self.size = 0
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         self.size += len(data)
         if len(data) >= TRAILER_SIZE:
             self._db.update(self._tail)
@@ -88,49 +126,135 @@ class TrailerHasher:
 
 
 class HashingWriter:
-    """A binary sink for the snapshot stream that hashes every chunk and writes it to a raw
-    file descriptor. Hashing and writing are separate calls so a streamer can run them on two
-    threads (each releases the GIL for its bulk work), each seeing the chunks in order.
-    Unbuffered on purpose: `write_many` hands a list of chunks to one writev(2), so nothing
-    is copied in Python between the gRPC message and the kernel."""
+    """The snapshot stream's sink for a file: hashes every byte and writes it to a raw file
+    descriptor, both from one page-aligned buffer of DIRECT_BLOCK bytes.
 
-    def __init__(self, fd: int):
+    The chunks etcd sends (32 KiB) are copied into the buffer; each full buffer is hashed in
+    one call and written in one write(2), both without the GIL, so the thread receiving the
+    stream is interrupted once per block instead of twice per message. With `direct` (the
+    descriptor has O_DIRECT) the writes go past the page cache; `finish` hashes and writes
+    what is left (the unaligned tail without O_DIRECT). Measured here (1 GiB): copying a
+    snapshot into the page cache cost 3.0-3.8 CPU-seconds of kernel time (fresh pages on this
+    VM) and the fsync after it 0.5 s, direct writes 0.2 CPU-seconds; on a node, the page cache
+    also keeps etcd's own database instead of a backup nobody reads again. Where the
+    filesystem refuses an O_DIRECT write (EINVAL), the writer drops the flag and goes on
+    buffered."""
+
+    def __init__(self, fd: int, *, direct: bool = False):
         self._fd = fd
         self.hasher = TrailerHasher()
+        self._direct = direct
+        self._buffer: mmap.mmap | None = mmap.mmap(-1, DIRECT_BLOCK)
+        self._filled = 0
 
     def write(self, data: bytes) -> int:
-        self.hash_many([data])
         self.write_many([data])
         return len(data)
 
-    def hash_many(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.hasher.update(chunk)
-
     def write_many(self, chunks: list[bytes]) -> None:
-        total = sum(len(chunk) for chunk in chunks)
-        written = os.writev(self._fd, chunks)
-        if written < total:  # a short write (rare on regular files): finish byte-exactly
-            rest = memoryview(b"".join(chunks))[written:]
-            while rest:
-                rest = rest[os.write(self._fd, rest) :]
+        buffer = self._buffer
+        if buffer is None:
+            raise ValueError("write to a finished HashingWriter")
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                take = min(len(view), DIRECT_BLOCK - self._filled)
+                buffer[self._filled : self._filled + take] = view[:take]
+                self._filled += take
+                view = view[take:]
+                if self._filled == DIRECT_BLOCK:
+                    self._hash_and_write(DIRECT_BLOCK)
+                    self._filled = 0
+
+    def finish(self) -> None:
+        """Hash and write what the buffer still holds (whole aligned blocks directly, the
+        tail buffered: O_DIRECT takes only whole blocks), then release the buffer."""
+        if self._buffer is None:
+            return
+        filled = self._filled
+        aligned = filled - filled % DIRECT_ALIGN
+        self._hash_and_write(aligned, hash_size=filled)
+        if filled > aligned:
+            self._go_buffered()
+            with memoryview(self._buffer) as whole:
+                _write_all(self._fd, whole[aligned:filled])
+        self.close()
+
+    def close(self) -> None:
+        """Release the buffer (what it still holds is dropped: call `finish` first)."""
+        if self._buffer is not None:
+            self._buffer.close()
+            self._buffer = None
+        self._filled = 0
+
+    def _hash_and_write(self, size: int, hash_size: int | None = None) -> None:
+        assert self._buffer is not None
+        with memoryview(self._buffer) as whole:
+            self.hasher.update(whole[: size if hash_size is None else hash_size])
+            done = 0
+            while done < size:
+                try:
+                    done += os.write(self._fd, whole[done:size])
+                except OSError as exc:
+                    # EINVAL comes before anything is written: this filesystem does not
+                    # take O_DIRECT writes (or not at this offset, after a short write).
+                    if exc.errno != errno.EINVAL or not self._direct:
+                        raise
+                    self._go_buffered()
+
+    def _go_buffered(self) -> None:
+        if self._direct:
+            flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+            fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~O_DIRECT)
+            self._direct = False
 
 
-def save_atomically(path: str, stream_into: Callable[[HashingWriter], object]) -> SnapshotFile:
-    """Stream a snapshot into a temp file beside `path`, check its hash, fsync, then rename
-    over `path`. On any failure the temp file is removed and `path` is untouched."""
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _try_direct(fd: int) -> bool:
+    """Set O_DIRECT on `fd`; False where the platform or the filesystem has none."""
+    if not O_DIRECT:
+        return False
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | O_DIRECT)
+    except OSError:
+        return False
+    return True
+
+
+def verified_rename(
+    path: str,
+    what: str,
+    fill: Callable[[HashingWriter], object],
+    check: Callable[[TrailerHasher], None],
+) -> SnapshotFile:
+    """The one way a snapshot file appears (saved from etcd or downloaded from a store).
+
+    `fill` writes the bytes into a HashingWriter over a temp file beside `path`, created
+    with mode 0600 (a snapshot holds every key, secrets included); then `check` must pass
+    (etcd's hash, and whatever else the caller expects of the bytes), the file is fsynced,
+    renamed over `path`, and the directory fsynced. On any failure the temp file is removed
+    and `path` is untouched."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise EtcdModuleError(
-            f"cannot save the snapshot to {path}: directory {directory} does not exist",
+            f"cannot {what} to {path}: directory {directory} does not exist",
             reason="InvalidInput",
         )
     fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory)
     try:
         try:
-            writer = HashingWriter(fd)
-            stream_into(writer)
-            writer.hasher.verify("the snapshot streamed by etcd")
+            writer = HashingWriter(fd, direct=_try_direct(fd))
+            try:
+                fill(writer)
+                writer.finish()
+            finally:
+                writer.close()
+            check(writer.hasher)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -140,7 +264,20 @@ def save_atomically(path: str, stream_into: Callable[[HashingWriter], object]) -
             os.unlink(temp)
         raise
     _fsync_dir(directory)
-    return SnapshotFile(path=path, size=writer.hasher.size, sha256=writer.hasher.file_sha256())
+    hasher = writer.hasher
+    return SnapshotFile(path=path, size=hasher.size, sha256=hasher.file_sha256())
+
+
+def save_atomically(path: str, stream_into: Callable[[HashingWriter], object]) -> SnapshotFile:
+    """Stream a snapshot into a temp file beside `path`, check etcd's hash, fsync, then
+    rename over `path`. On any failure the temp file is removed and `path` is untouched."""
+    keep_freed_memory()
+    return verified_rename(
+        path,
+        "save the snapshot",
+        stream_into,
+        lambda hasher: hasher.verify("the snapshot streamed by etcd"),
+    )
 
 
 def _fsync_dir(directory: str) -> None:

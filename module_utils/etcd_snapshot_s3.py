@@ -12,16 +12,14 @@ Memory stays bounded by the queues (a few MiB) and one part being read and sent.
 
 Download: the object is read in chunks into a temporary file beside the target path, hashed
 on the way (etcd's trailer and the file's sha256), compared with the expected sha256 and size,
-fsynced and only then renamed into place.
+fsynced and only then renamed into place (etcd_snapshot_io's `verified_rename`, the same steps
+a snapshot saved from etcd goes through).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import queue
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -30,25 +28,24 @@ from typing import Any
 from ansible.module_utils.etcd_errors import EtcdModuleError
 from ansible.module_utils.etcd_s3 import S3Error, SnapshotStore, explain
 from ansible.module_utils.etcd_snapshot_io import (
+    M_ARENA_MAX,
+    M_MMAP_THRESHOLD,
     READ_CHUNK,
+    HashingWriter,
+    MiB,
     SnapshotFile,
     SnapshotIntegrityError,
     TrailerHasher,
-    _fsync_dir,
+    set_allocator,
+    verified_rename,
 )
 
-MiB = 1024 * 1024
-# S3 allows at most 10,000 parts: 16 MiB parts carry snapshots of up to 156 GiB, far past
+# S3 allows at most 10,000 parts: 8 MiB parts carry snapshots of up to 78 GiB, far past
 # etcd's 8 GiB suggested quota, and keep one part's buffers small.
 PART_SIZE = 8 * MiB
 PIPE_BLOCKS = 4  # lists of ~1 MiB of etcd messages waiting for the uploader
 PUT_POLL_SECONDS = 0.2
 SNAPSHOT_SUFFIX = ".db"
-
-
-# glibc's mallopt parameters (malloc.h).
-M_MMAP_THRESHOLD = -3
-M_ARENA_MAX = -8
 
 
 def bound_allocator() -> None:
@@ -61,13 +58,7 @@ def bound_allocator() -> None:
     parts come from per-thread arenas that keep the memory. A fixed threshold of 1 MiB (part
     buffers are mmapped and returned when freed) and two arenas brought it to 89-119 MiB.
     Not glibc: nothing to do."""
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, MiB)
-    mallopt(M_ARENA_MAX, 2)
+    set_allocator({M_MMAP_THRESHOLD: MiB, M_ARENA_MAX: 2})
 
 
 class UploadStopped(EtcdModuleError):
@@ -92,13 +83,11 @@ class UploadPipe:
         self._ended = False
         self.reader_done = threading.Event()
 
-    # The sink side (stream_snapshot's hashing and writing threads).
-
-    def hash_many(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.hasher.update(chunk)
+    # The sink side (stream_snapshot's consumer thread).
 
     def write_many(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self.hasher.update(chunk)
         self._put(chunks)
 
     def end(self, error: BaseException | None) -> None:
@@ -207,33 +196,23 @@ def download_snapshot(
 ) -> SnapshotFile:
     """Download object `key` to `path` atomically, checking etcd's hash, the sha256 and the
     size on the way; on a mismatch nothing is left at `path`."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise EtcdModuleError(
-            f"cannot download the snapshot to {path}: directory {directory} does not exist",
-            reason="InvalidInput",
-        )
     where = store.params.where(key)
-    try:
-        response = store.client.get_object(store.params.bucket, key)
-    except Exception as exc:
-        raise explain(exc, store.params, "download", key) from None
-    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory)
-    hasher = TrailerHasher()
-    try:
+
+    def fill(writer: HashingWriter) -> None:
         try:
-            with os.fdopen(fd, "wb", closefd=True) as handle:
-                try:
-                    for chunk in response.stream(READ_CHUNK):
-                        hasher.update(chunk)
-                        handle.write(chunk)
-                except Exception as exc:
-                    raise explain(exc, store.params, "download", key) from None
-                handle.flush()
-                os.fsync(handle.fileno())
+            response = store.client.get_object(store.params.bucket, key)
+        except Exception as exc:
+            raise explain(exc, store.params, "download", key) from None
+        try:
+            for chunk in response.stream(READ_CHUNK):
+                writer.write(chunk)
+        except Exception as exc:
+            raise explain(exc, store.params, "download", key) from None
         finally:
             response.close()
             response.release_conn()
+
+    def check(hasher: TrailerHasher) -> None:
         if size is not None and hasher.size != size:
             raise SnapshotIntegrityError(
                 f"snapshot {where} is {hasher.size} bytes, not the {size} its manifest "
@@ -245,14 +224,8 @@ def download_snapshot(
             raise SnapshotIntegrityError(
                 f"snapshot {where} has sha256 {actual}, not the expected {sha256}"
             )
-        os.chmod(temp, 0o600)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    _fsync_dir(directory)
-    return SnapshotFile(path=path, size=hasher.size, sha256=actual)
+
+    return verified_rename(path, "download the snapshot", fill, check)
 
 
 def snapshot_name(prefix: str, stamp: str, revision: int) -> str:

@@ -130,7 +130,6 @@ def test_pipe_reads_whole_parts_in_order_and_ends_cleanly():
 
     def produce() -> None:
         for chunk in chunks:
-            pipe.hash_many([chunk])
             pipe.write_many([chunk])
         pipe.end(None)
 

@@ -26,9 +26,10 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     # Load our watches.yaml against a stub playbook: it must not depend on the role's progress.
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "etcdcluster.yml").write_text("[]\n")
+    (tmp_path / "playbooks" / "etcdbackup.yml").write_text("[]\n")
     copy = tmp_path / "watches.yaml"
     copy.write_text((REPO / "watches.yaml").read_text())
-    [w] = load_watches(copy)
+    w, backup = load_watches(copy)
     assert (w.group, w.version, w.kind) == ("etcd.runbook.io", "v1alpha1", "EtcdCluster")
     assert w.target.playbook == (tmp_path / "playbooks" / "etcdcluster.yml").resolve()
     assert w.reconcile_period == 60.0
@@ -47,6 +48,15 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     assert w.owner_label == "etcd.runbook.io/cluster" and not w.pass_spec_parameters
     assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
     assert w.preemption_opt_out_annotation == "etcd.runbook.io/deleted-by-runbook"
+    # An EtcdBackup owns Jobs and a CronJob (not Pods), found by its own label; no finalizer:
+    # its objects go with it by ownerReference, its snapshots stay.
+    assert (backup.kind, backup.object_var_name) == ("EtcdBackup", "_etcd_runbook_io_etcdbackup")
+    assert [(d.group, d.kind, d.preempt_on_loss) for d in backup.dependents] == [
+        ("batch", "Job", False),
+        ("batch", "CronJob", False),
+    ]
+    assert backup.owner_label == "etcd.runbook.io/backup" and backup.finalizer is None
+    assert backup.target.playbook == (tmp_path / "playbooks" / "etcdbackup.yml").resolve()
 
 
 def test_defaults_and_relative_paths(tmp_path):

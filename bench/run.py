@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 # name -> module (under bench/) with a main(argv) -> int.
 BENCHMARKS = {
     "snapshot": "bench.snapshot",
+    "snapshot-s3": "bench.snapshot_s3",
     "operator": "bench.operator_latency",
     "bootstrap": "bench.bootstrap",
 }

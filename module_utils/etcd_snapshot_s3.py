@@ -2,13 +2,14 @@
 written to a local temporary file on the way up.
 
 Upload: `stream_snapshot` (etcd_snapshot_stream) pushes etcd's messages into an
-`UploadPipe`, which hashes them (etcd's trailer and the file's sha256, as for a local file)
-and hands them to minio's `put_object`, running on a thread of its own with an unknown
-length: it reads parts of PART_SIZE and sends each as one part of a multipart upload. The
-pipe reports end of stream only once etcd's hash has been checked; when the check fails (or
-etcd's stream breaks) the pipe raises inside `put_object`, which aborts the multipart upload,
-so nothing is ever listed under the key. Completing the multipart upload is the atomic finish.
-Memory stays bounded by the queues (a few MiB) and one part being read and sent.
+`UploadPipe`, which hands them to minio's `put_object`, running on a thread of its own with
+an unknown length: it reads parts of PART_SIZE and sends each as one part of a multipart
+upload. The pipe hashes each part as it is read (etcd's trailer and the file's sha256, as for
+a local file) and reports end of stream only once etcd's hash has been checked; when the
+check fails (or etcd's stream breaks) the pipe raises inside `put_object`, which aborts the
+multipart upload, so nothing is ever listed under the key. Completing the multipart upload
+is the atomic finish. Memory stays bounded by the queues (a few MiB) and one part being read
+and sent.
 
 Download: the object is read in chunks into a temporary file beside the target path, hashed
 on the way (etcd's trailer and the file's sha256), compared with the expected sha256 and size,
@@ -30,6 +31,7 @@ from ansible.module_utils.etcd_s3 import S3Error, SnapshotStore, explain
 from ansible.module_utils.etcd_snapshot_io import (
     M_ARENA_MAX,
     M_MMAP_THRESHOLD,
+    M_TRIM_THRESHOLD,
     READ_CHUNK,
     HashingWriter,
     MiB,
@@ -49,16 +51,21 @@ SNAPSHOT_SUFFIX = ".db"
 
 
 def bound_allocator() -> None:
-    """Make the process's RSS follow its live data while parts stream through it.
+    """Make the process's RSS follow its live data while parts stream through it, without
+    faulting every part in afresh.
 
     Measured here (tests/modules/test_etcd_snapshot_s3.py, snapshots of 75 and 370 MiB):
     the Python objects alive at once stay at 40-47 MiB whatever the snapshot's size, but with
     glibc's defaults the process's RSS grew by 103-275 MiB over a 370 MiB stream, varying from
     run to run: its mmap threshold rises to the size of the last part buffer freed, so later
-    parts come from per-thread arenas that keep the memory. A fixed threshold of 1 MiB (part
-    buffers are mmapped and returned when freed) and two arenas brought it to 89-119 MiB.
-    Not glibc: nothing to do."""
-    set_allocator({M_MMAP_THRESHOLD: MiB, M_ARENA_MAX: 2})
+    parts come from per-thread arenas that keep the memory. A fixed mmap threshold of 1 MiB
+    and two arenas brought it to 89-119 MiB, but then every part buffer (and minio's two
+    copies of it) was mmapped and faulted in anew: 858,000 page faults and 4.3 CPU-seconds of
+    kernel time per GiB uploaded (bench/snapshot_s3.py's member). A fixed mmap threshold of
+    32 MiB (above a part and its copies, so freed parts are reused), a trim threshold of
+    64 MiB and two arenas: 30,000-54,000 faults and 1.1-1.7 s, the RSS still bounded by
+    what is in flight (the test above checks it). Not glibc: nothing to do."""
+    set_allocator({M_MMAP_THRESHOLD: 32 * MiB, M_TRIM_THRESHOLD: 32 * MiB, M_ARENA_MAX: 2})
 
 
 class UploadStopped(EtcdModuleError):
@@ -73,7 +80,12 @@ class _End:
 class UploadPipe:
     """A `Sink` for stream_snapshot on one side and a readable stream for put_object on the
     other. `read(n)` returns exactly n bytes (fewer only at the end) in one bytes object, so
-    minio's part assembly does not concatenate thousands of small messages."""
+    minio's part assembly does not concatenate thousands of small messages.
+
+    The bytes are hashed as they leave, one call per part (not per 32 KiB message on the
+    stream's sink thread: fewer GIL hand-offs), and the read that reaches the end of the
+    stream checks etcd's hash before it returns: put_object cannot complete the upload
+    without that last read, and a mismatch raised there makes it abort."""
 
     def __init__(self) -> None:
         self.hasher = TrailerHasher()
@@ -86,8 +98,6 @@ class UploadPipe:
     # The sink side (stream_snapshot's consumer thread).
 
     def write_many(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.hasher.update(chunk)
         self._put(chunks)
 
     def end(self, error: BaseException | None) -> None:
@@ -131,7 +141,11 @@ class UploadPipe:
             parts.append(chunk)
             taken += len(chunk)
         self._pending_size -= taken
-        return b"".join(parts)
+        part = b"".join(parts)
+        self.hasher.update(part)
+        if self._ended and not self._pending:
+            self.hasher.verify("the snapshot streamed by etcd")
+        return part
 
 
 def upload_snapshot(
@@ -166,7 +180,6 @@ def upload_snapshot(
     uploader.start()
     try:
         stream_into(pipe)
-        pipe.hasher.verify("the snapshot streamed by etcd")
     except BaseException as exc:
         pipe.end(exc)
         uploader.join()

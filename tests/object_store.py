@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.k8s_cluster import REPO, K8sCluster
+from tests.s3_local import stop_process
 
 if TYPE_CHECKING:
     from minio import Minio
@@ -85,12 +86,7 @@ class ObjectStore:
         try:
             yield f"http://127.0.0.1:{_forwarded_port(proc, timeout)}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, grace=5)
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()

@@ -4,7 +4,8 @@ No Kubernetes: the binary `hack/object-store build` makes (cached under
 $CACHE/object-store/versitygw/<version>; `build` only builds, it never talks to a cluster)
 runs as a process of this test session on 127.0.0.1 with a free port, a temporary root
 directory and credentials generated for the session, and is stopped when the session ends
-(and, as a safety net, dies with the pytest process).
+(and, as a safety net, dies with the pytest process). `running_store` is the same store
+for code outside pytest (bench/snapshot_s3.py).
 
     def test_x(s3_store):
         bucket = s3_store.new_bucket()
@@ -24,6 +25,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,10 +121,21 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; always reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def running_store(base: Path) -> Iterator[LocalS3]:
+    """versitygw serving `base`/data on 127.0.0.1 (a free port), with fresh credentials;
+    stopped on exit. The fixture below and bench/snapshot_s3.py use it."""
     binary = versitygw_binary()
-    base = tmp_path_factory.mktemp("s3")
     root = base / "data"
     root.mkdir()
     port = free_port()
@@ -165,9 +178,10 @@ def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
             time.sleep(0.1)
         yield store
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    with running_store(tmp_path_factory.mktemp("s3")) as store:
+        yield store

@@ -5,6 +5,7 @@ The same code against a real store: tests/modules/test_etcd_snapshot_s3.py."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import urllib3
 from ansible.module_utils.etcd_errors import EtcdInputError
 from ansible.module_utils.etcd_s3 import S3Params, describe_snapshot, explain
+from ansible.module_utils.etcd_snapshot_io import SnapshotIntegrityError
 from ansible.module_utils.etcd_snapshot_s3 import UploadPipe, UploadStopped, snapshot_name
 from minio.error import S3Error
 
@@ -126,7 +128,9 @@ def test_the_module_names_keys_as_the_plan_does(prefix):
 
 def test_pipe_reads_whole_parts_in_order_and_ends_cleanly():
     pipe = UploadPipe()
-    chunks = [bytes([i]) * 1000 for i in range(10)]
+    db = b"".join(bytes([i]) * 512 for i in range(19))
+    data = db + hashlib.sha256(db).digest()
+    chunks = [data[i : i + 1000] for i in range(0, len(data), 1000)]
 
     def produce() -> None:
         for chunk in chunks:
@@ -139,9 +143,25 @@ def test_pipe_reads_whole_parts_in_order_and_ends_cleanly():
     while part := pipe.read(3000):
         parts.append(part)
     producer.join()
-    assert [len(p) for p in parts] == [3000, 3000, 3000, 1000]
-    assert b"".join(parts) == b"".join(chunks)
-    assert pipe.hasher.size == 10_000
+    assert [len(p) for p in parts] == [3000, 3000, 3000, 760]
+    assert b"".join(parts) == data
+    assert pipe.hasher.size == len(data) == 9760
+    assert pipe.hasher.file_sha256() == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("tail", "match"),
+    [(bytes(32), "does not match the hash etcd appended"), (b"", "no etcd integrity hash")],
+)
+def test_pipe_checks_etcds_hash_in_the_read_that_reaches_the_end(tail, match):
+    """put_object completes an upload only after a read returns less than a part: that read
+    raises when etcd's hash does not match, and put_object aborts."""
+    pipe = UploadPipe()
+    pipe.write_many([bytes(512 * 4) + tail])
+    pipe.end(None)
+    assert len(pipe.read(1024)) == 1024  # not the end yet: nothing checked
+    with pytest.raises(SnapshotIntegrityError, match=match):
+        pipe.read(4096)
 
 
 def test_pipe_raises_the_producers_error_to_the_uploader():

@@ -1,0 +1,203 @@
+"""etcd_snapshot streaming into S3 against `etcdctl snapshot save` plus an upload of the file.
+
+One real etcd 3.5 member and one versitygw store (posix backend, tests/s3_local.py's
+`running_store`), both on 127.0.0.1 in fresh temp dirs, both stopped at the end. The member
+is filled to about --size-mb of 100 KB random values (bounded by --fill-seconds), then each
+round runs, alternating so drift hits all alike:
+
+1. the baseline: `etcdctl snapshot save` to a file in --workdir, then minio-py's
+   `fput_object` of that file (its defaults: part size and three parallel part uploads),
+   with the client the modules build (`etcd_s3.make_client`), then the file deleted;
+2. the module through the real `ansible localhost -m etcd_snapshot` with `s3` and `key`
+   (end to end: ansible's start-up, the bucket check, the stream into a multipart upload,
+   etcd's hash checked before it completes, the manifest), also recording the stream time
+   the module itself reports;
+3. the module's upload path alone, in this process (`upload_snapshot` over
+   `stream_snapshot`), to separate ansible's overhead.
+
+Every object (and manifest) is deleted after its round. Prints a table and, unless
+--no-docs, rewrites the "etcd_snapshot to S3 throughput" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.docs_section import write_section
+from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
+from bench.snapshot import mbps, timed  # also puts module_utils on ansible's path
+
+REPO = Path(__file__).resolve().parent.parent
+HEADING = "## etcd_snapshot to S3 throughput"
+BUCKET = "bench"
+
+
+def baseline(member: Member, client: Any, key: str, path: Path) -> tuple[int, float, float]:
+    """etcdctl save, then fput_object; returns (size, save seconds, upload seconds)."""
+    save_seconds, _ = timed(lambda: member.etcdctl("snapshot", "save", str(path)))
+    size = path.stat().st_size
+    upload_seconds, _ = timed(lambda: client.fput_object(BUCKET, key, str(path)))
+    path.unlink()
+    return size, save_seconds, upload_seconds
+
+
+def module_save(member: Member, option: dict[str, Any], key: str) -> dict[str, Any]:
+    from tests.ansible_adhoc import run_module
+
+    result = run_module(
+        "etcd_snapshot",
+        {"endpoints": [member.client_url], "s3": option, "key": key, "force": True},
+        timeout=1800,
+    )
+    if result.get("failed") or not result.get("changed"):
+        raise RuntimeError(f"etcd_snapshot failed: {result}")
+    return result
+
+
+def stream_upload(member: Member, option: dict[str, Any], key: str) -> int:
+    from ansible.module_utils.etcd_common import ConnectionParams
+    from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore
+    from ansible.module_utils.etcd_snapshot_s3 import upload_snapshot
+    from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
+
+    params = ConnectionParams(endpoints=(member.client_url,))
+    store = SnapshotStore(S3Params.from_option(option))
+    saved = upload_snapshot(
+        store, key, lambda sink: stream_snapshot(params, member.client_url, sink, 1800)
+    )
+    return saved.size
+
+
+def remove_all(client: Any) -> None:
+    for obj in client.list_objects(BUCKET, recursive=True):
+        client.remove_object(BUCKET, obj.object_name)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from ansible.module_utils.etcd_s3 import S3Params, make_client
+
+    from tests.s3_local import running_store
+
+    bin_dir = etcd_bin_dir(args.version)
+    rows: dict[str, list[float]] = {
+        "baseline": [],
+        "etcdctl": [],
+        "fput": [],
+        "ansible": [],
+        "module_stream": [],
+        "func": [],
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="snap-s3-bench-", dir=args.workdir) as tmp,
+        running_store(Path(tmp)) as store,
+        running_member(bin_dir, quota_bytes=8 * 1024**3) as member,
+    ):
+        option = store.option(BUCKET)
+        client = make_client(S3Params.from_option(option))
+        client.make_bucket(BUCKET)
+        fill_seconds, db_size = timed(
+            lambda: fill(member, args.size_mb * 1024**2, args.value_kb * 1000, args.fill_seconds)
+        )
+        print(f"filled to {db_size / 1e6:.0f} MB in {fill_seconds:.0f}s", flush=True)
+        path = Path(tmp) / "snap.db"
+        for round_no in range(1, args.rounds + 1):
+            size, save_seconds, upload_seconds = baseline(member, client, "baseline.db", path)
+            rows["baseline"].append(mbps(size, save_seconds + upload_seconds))
+            rows["etcdctl"].append(mbps(size, save_seconds))
+            rows["fput"].append(mbps(size, upload_seconds))
+            remove_all(client)
+            seconds, result = timed(lambda: module_save(member, option, "module.db"))
+            rows["ansible"].append(mbps(result["size"], seconds))
+            rows["module_stream"].append(mbps(result["size"], result["duration"]))
+            remove_all(client)
+            seconds, size = timed(lambda: stream_upload(member, option, "func.db"))
+            rows["func"].append(mbps(size, seconds))
+            remove_all(client)
+            print(
+                f"round {round_no}: " + ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in rows.items()),
+                flush=True,
+            )
+    medians = {k: statistics.median(v) for k, v in rows.items()}
+    return {
+        "version": bin_dir.name,
+        "db_size": db_size,
+        "rows": rows,
+        "medians": medians,
+        "ratios": {k: medians[k] / medians["baseline"] for k in rows},
+    }
+
+
+def section(report: dict[str, Any], command: str) -> str:
+    m, rows, ratios = report["medians"], report["rows"], report["ratios"]
+
+    def row(label: str, key: str) -> str:
+        cells = ", ".join(f"{v:.0f}" for v in rows[key])
+        return f"| {label} | {cells} | {m[key]:.0f} | {ratios[key]:.2f} |"
+
+    table = "\n".join(
+        [
+            "| saver | MB/s per round | median MB/s | ratio to baseline |",
+            "| --- | --- | --- | --- |",
+            row("baseline: `etcdctl snapshot save`, then `fput_object` of the file", "baseline"),
+            row("(its save alone)", "etcdctl"),
+            row("(its upload alone)", "fput"),
+            row("`ansible localhost -m etcd_snapshot` with `s3` (end to end)", "ansible"),
+            row("same run, stream time reported by the module", "module_stream"),
+            row("upload path alone (`upload_snapshot` + `stream_snapshot`)", "func"),
+        ]
+    )
+    return f"""{HEADING}
+
+Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
+
+One etcd {report["version"]} member and one versitygw store (posix backend, the store of
+tests/s3_local.py), both on 127.0.0.1; database filled to {report["db_size"] / 1e6:.0f} MB
+with 100 KB random values; {len(rows["baseline"])} rounds, each running the three savers one
+after the other and deleting every object after it. The baseline is what a person would do
+without the module: `etcdctl snapshot save` to a local file, then minio-py's `fput_object`
+of it (its defaults: three part uploads in parallel), with the same client settings the
+module uses; its rate counts both steps. Machine: {os.cpu_count()} cores, shared with other
+work (load average at the end: {os.getloadavg()[0]:.1f}); compare medians of the same run.
+
+{table}
+
+How the module uploads: the snapshot stream (the same receiving thread and sink thread as
+for a file) goes into a pipe whose reader is minio's `put_object` with an unknown length,
+sending parts of 8 MiB one after the other; etcd's hash is checked before the multipart
+upload is completed, otherwise it is aborted and nothing is listed under the key. No local
+file is written and read back, which is where the baseline spends its second step.
+"""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py snapshot-s3", description=__doc__)
+    parser.add_argument("--version", default="3.5")
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--value-kb", type=int, default=100)
+    parser.add_argument("--fill-seconds", type=float, default=600)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", default=None, help="where the baseline's file goes")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
+    )
+    args = parser.parse_args(argv)
+    report = run(args)
+    command = "python bench/run.py snapshot-s3 " + " ".join(argv)
+    text = section(report, command.strip())
+    print(text)
+    if not args.no_docs:
+        write_section(HEADING, text)
+    goal_met = report["ratios"]["ansible"] >= 1.0
+    print(f"goal (ansible end to end >= 1.0 x baseline): {'met' if goal_met else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main(sys.argv[1:]))

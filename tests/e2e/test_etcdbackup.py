@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import subprocess
 import time
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from tests.e2e.helpers import Operator, apply, condition, etcdctl, get, pods, wait_available
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.k8s_cluster import K8sCluster
+from tests.k8s_cluster import REPO, K8sCluster
 from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -67,6 +69,27 @@ def wait_phase(k8s: K8sCluster, ns: str, name: str, phases: set[str], timeout: f
 
 def jobs_of(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
     return list(get(k8s, ns, "jobs", "-l", f"etcd.runbook.io/backup={name}")["items"])
+
+
+def backup_by_hand(k8s: K8sCluster, *extra: str) -> subprocess.CompletedProcess[str]:
+    """playbooks/etcd-backup.yml as a person runs it: a kubeconfig, kubectl on PATH."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(k8s.kubeconfig),
+        "PATH": f"{k8s.kubectl_path.parent}:{os.environ['PATH']}",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+    }
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        env.pop(variable, None)  # from the Secret named, as documented
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "playbooks/etcd-backup.yml", *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_backup_to_s3_once_and_refusals(
@@ -147,6 +170,19 @@ def test_backup_to_s3_once_and_refusals(
         # Nothing was written by the failures.
         listed = sorted(o.object_name for o in store.list_objects(bucket, "", recursive=True))
         assert listed == [key, key + ".json"]
+
+        # By hand, with only a kubeconfig: --check saves nothing, then a run saves one more.
+        by_hand = ["-e", f"cluster={name}", "-e", f"namespace={ns}", "-e", f"s3_endpoint={url}"]
+        by_hand += ["-e", f"bucket={bucket}", "-e", "prefix=by-hand", "-e", "credentials_secret=s3"]
+        checked = backup_by_hand(k8s, *by_hand, "--check")
+        assert checked.returncode == 0, checked.stdout[-3000:]
+        assert "would stream a snapshot of" in checked.stdout
+        assert not list(store.list_objects(bucket, "by-hand/", recursive=True))
+        saved = backup_by_hand(k8s, *by_hand)
+        assert saved.returncode == 0, saved.stdout[-3000:]
+        hand = [o.object_name for o in store.list_objects(bucket, "by-hand/", recursive=True)]
+        assert len(hand) == 2 and hand[0].startswith(f"by-hand/{ns}/{name}/"), hand
+        assert object_store.secret_key not in saved.stdout + saved.stderr
 
 
 def test_a_schedule_keeps_exactly_keep_snapshots(

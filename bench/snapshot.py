@@ -143,46 +143,63 @@ Machine: {os.cpu_count()} cores, shared with other work (load average at the end
 
 How the module streams: etcd sends 32 KiB messages; the module receives them on a
 synchronous gRPC stream (single-threaded unary-stream channel option) and hands lists of
-~1 MiB to two threads, one hashing (the database's sha256 is checked against the one etcd
-appends; the file's own sha256 comes from a copy of the same hash state), one writing with
-writev(2); then fsync and rename. `etcdctl snapshot save` does not hash at all, so the
-module does ~0.65 CPU-seconds per GiB more work; on 2 busy cores that shows. An earlier
-version streamed through etcd3aio (grpc.aio) and reached about 0.6 of etcdctl's rate: its
-per-message event-loop cost dominated.
+~1 MiB to one sink thread, which copies them into a page-aligned 4 MiB buffer, hashes each
+full buffer in one call (the database's sha256 is checked against the one etcd appends; the
+file's own sha256 comes from a copy of the same hash state) and writes it with O_DIRECT,
+past the page cache; the unaligned tail is written buffered, then fsync and rename. With
+`etcdutl`/`bin_dir` given, the file is written through the page cache instead, since
+`snapshot status` reads all of it at once. `etcdctl snapshot save` does not hash at all.
 
-Where the time goes (1 GiB, measured on this machine with the pieces run alone; CPU
-seconds): receiving the gRPC stream in Python 1.4-1.7 (etcdctl's whole save: 2.5-3.2);
-sha256 0.65; writing to the page cache 0.2 to 2.5 depending on memory pressure. With
-free cores the three run in parallel and the module's stream matched etcdctl (0.9-1.0 in
-quieter runs); with the load averages of 5-20 this machine sees while other suites run,
-the extra hashing work competes with them for CPU and the ratio drops to 0.55-0.8
-(single module runs ranged from 90 to 220 MB/s during one session; raising ansible's
-internal_poll_interval from 1 ms to 50 ms made no measurable difference).
+What changed, and why (profiled on this machine with a 1 GiB database, etcd 3.5; perf,
+strace and rusage; CPU-seconds per GiB): the streaming function alone used 7.3-8.6
+(2.5-2.9 user, 4.6-5.8 kernel), etcdctl's whole save 3.6-7 and etcd's side of either 3.0-3.5.
+perf put a quarter of all the machine's samples in copying the snapshot into the page
+cache (writev): writing 1 GiB of fresh page-cache pages cost 3.0-3.8 CPU-s on this VM
+(plus 0.5 s of fsync), the same bytes with O_DIRECT 0.2 and no fsync wait. Next came page
+faults: glibc handed the memory that gRPC and Python free for every message back to the
+kernel and faulted it in again (232,000 faults per GiB received); a 64 MiB trim threshold
+for the module process took receiving alone from 3.0 to 2.4 CPU-s. Hashing each message on
+a thread of its own and writing on a third cost more in GIL hand-offs than it gained; one
+sink thread hashing 4 MiB at a time is cheaper. The function now uses 3.8-4.3 CPU-s per GiB
+(about 1.1 of it kernel). Tried and left out: gRPC's legacy poller instead of its event
+engine (GRPC_EXPERIMENTS; five times fewer context switches, 2% less CPU) and parsing the
+raw messages instead of protobuf (4% less CPU).
 
-The end-to-end row also pays a fixed 2-3 s per run (the ansible CLI, the module's start,
-the member list and status of every member, a linearizable read for the revision); its
-ratio rises with the database size.
+The end-to-end row also pays a fixed ~2 s per run: `ansible localhost -m ping` takes 1.6 s
+here, the module's own start 0.4-0.6 s (its imports inside AnsiballZ; the member list,
+status and revision read take 10 ms), so its ratio rises with the database size. The
+`etcdutl snapshot status` walk (only with `etcdutl`/`bin_dir`, not in this benchmark) took
+0.75 s on a file still in the page cache and 28-35 s on one written past it, hence the
+buffered writes there.
 """
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="bench/run.py snapshot", description=__doc__)
+def parse_args(argv: list[str], prog: str, description: str | None) -> argparse.Namespace:
+    """The options of the snapshot benchmarks (this one and bench/snapshot_s3.py)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", default="3.5")
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--value-kb", type=int, default=100)
     parser.add_argument("--fill-seconds", type=float, default=600)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workdir", default=None, help="where snapshots go (default /tmp)")
+    parser.add_argument("--workdir", default=None, help="where files go (default /tmp)")
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
     )
-    args = parser.parse_args(argv)
-    report = run(args)
-    command = "python bench/run.py snapshot " + " ".join(argv)
-    text = section(report, command.strip())
+    return parser.parse_args(argv)
+
+
+def publish(heading: str, text: str, args: argparse.Namespace) -> None:
     print(text)
     if not args.no_docs:
-        write_section(HEADING, text)
+        write_section(heading, text)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv, "bench/run.py snapshot", __doc__)
+    report = run(args)
+    command = "python bench/run.py snapshot " + " ".join(argv)
+    publish(HEADING, section(report, command.strip()), args)
     goal_met = report["ratio_ansible"] >= 0.9
     print(f"goal (ansible end to end >= 0.9 x etcdctl): {'met' if goal_met else 'NOT met'}")
     return 0

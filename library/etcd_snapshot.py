@@ -15,7 +15,10 @@ description:
     etcd's own integrity hash (the sha256 of the database that etcd appends to the stream) is
     checked, the file is fsynced, and only then renamed to O(path). A corrupt or truncated
     stream never replaces O(path). The file is created with mode 0600, as a snapshot holds
-    every key, secrets included.
+    every key, secrets included. Where the filesystem allows, it is written past the page
+    cache (O_DIRECT), so a backup does not push etcd's own database out of the node's
+    memory; with O(etcdutl) or O(bin_dir) it goes through the page cache, where the status
+    read below finds it.
   - When O(path) exists, nothing is saved and the existing file is reported (RV(changed) is
     false) unless O(force=true).
   - With O(etcdutl) or O(bin_dir), the saved file is also opened by C(etcdutl snapshot
@@ -477,7 +480,7 @@ def save(module: AnsibleModule) -> dict[str, Any]:
             return stream_snapshot(client.params, endpoint.url, sink, timeout)
 
         if store is None:
-            saved = save_atomically(target, stream_into)
+            saved = save_atomically(target, stream_into, read_back=tool is not None)
         else:
             saved = upload_snapshot(store, key, stream_into)
         result["duration"] = round(time.monotonic() - started, 3)
@@ -515,8 +518,9 @@ def manifest_result(store: SnapshotStore, key: str, manifest: dict[str, Any]) ->
     }
 
 
-def fetch(module: AnsibleModule) -> dict[str, Any]:
-    """Bring object `key` to `path`, verified; the result says whether it was downloaded."""
+def fetch(module: AnsibleModule, *, read_back: bool = False) -> dict[str, Any]:
+    """Bring object `key` to `path`, verified; the result says whether it was downloaded.
+    `read_back`: the caller reads the file at once (a restore)."""
     params = module.params
     store = SnapshotStore(S3Params.from_option(params["s3"]))
     key, path = params["key"], params["path"]
@@ -553,7 +557,7 @@ def fetch(module: AnsibleModule) -> dict[str, Any]:
         return {**result, "changed": False, "msg": f"{path} already holds {where}"}
     if module.check_mode:
         return {**result, "changed": True, "msg": f"would download {where} to {path}"}
-    download_snapshot(store, key, path, sha256=expected, size=size)
+    download_snapshot(store, key, path, sha256=expected, size=size, read_back=read_back)
     return {**result, "changed": True, "msg": f"downloaded {where} to {path} ({size} bytes)"}
 
 
@@ -581,7 +585,7 @@ def restored(module: AnsibleModule) -> dict[str, Any]:
     tool = find_tool(params["etcdutl"], params["bin_dir"])
     fetched: dict[str, Any] = {}
     if params["s3"]:
-        fetched = fetch(module)
+        fetched = fetch(module, read_back=True)
         if module.check_mode and fetched["changed"]:
             restore_spec(params, fetched["sha256"])  # refuse bad input in check mode too
             return {

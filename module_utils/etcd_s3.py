@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import certifi
-import urllib3
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
 
@@ -147,6 +145,10 @@ def make_client(params: S3Params) -> Any:
     """A minio client with short connect timeouts and few retries: an endpoint that does not
     answer is reported in seconds, not after minutes of retries."""
     minio = _minio()
+    # Imported here with minio: a module run without s3 does not load them (start-up time).
+    import certifi
+    import urllib3
+
     pool_options: dict[str, Any] = {
         "timeout": urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT),
         "maxsize": 4,

@@ -205,10 +205,18 @@ def _upload_failure(store: SnapshotStore, key: str, error: BaseException) -> Etc
 
 
 def download_snapshot(
-    store: SnapshotStore, key: str, path: str, *, sha256: str, size: int | None
+    store: SnapshotStore,
+    key: str,
+    path: str,
+    *,
+    sha256: str,
+    size: int | None,
+    read_back: bool = False,
 ) -> SnapshotFile:
     """Download object `key` to `path` atomically, checking etcd's hash, the sha256 and the
-    size on the way; on a mismatch nothing is left at `path`."""
+    size on the way; on a mismatch nothing is left at `path`. `read_back`: the caller reads
+    the file at once (a restore), so it is written through the page cache (see
+    etcd_snapshot_io.save_atomically)."""
     where = store.params.where(key)
 
     def fill(writer: HashingWriter) -> None:
@@ -238,7 +246,7 @@ def download_snapshot(
                 f"snapshot {where} has sha256 {actual}, not the expected {sha256}"
             )
 
-    return verified_rename(path, "download the snapshot", fill, check)
+    return verified_rename(path, "download the snapshot", fill, check, direct=not read_back)
 
 
 def snapshot_name(prefix: str, stamp: str, revision: int) -> str:

@@ -48,10 +48,11 @@ def feeder(data: bytes, piece: int = 32 * 1024):
         DIRECT_BLOCK // 512 * 2 + 3,  # two full buffers, then a part of one
     ],
 )
-def test_a_saved_file_holds_the_stream_whole(tmp_path: Path, sectors: int) -> None:
+@pytest.mark.parametrize("read_back", [False, True])
+def test_a_saved_file_holds_the_stream_whole(tmp_path: Path, sectors: int, read_back: bool) -> None:
     data = snapshot_bytes(sectors)
     target = tmp_path / "snap.db"
-    saved = save_atomically(str(target), feeder(data, piece=32 * 1024 + 5))
+    saved = save_atomically(str(target), feeder(data, piece=32 * 1024 + 5), read_back=read_back)
     assert target.read_bytes() == data
     assert saved.size == len(data)
     assert saved.sha256 == hashlib.sha256(data).hexdigest()

@@ -14,11 +14,11 @@ description:
     module.
   - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
     the backup Jobs run too).
-  - Reads the API server with the credentials kubernetes.core would use (O(kubeconfig),
-    E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's ServiceAccount).
   - Never changes anything; runs the same in check mode.
 version_added: "0.3.0"
 author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_kube
 options:
   namespace:
     description: Namespace of the EtcdBackup.
@@ -53,12 +53,6 @@ options:
         description: The container; the first one when it has no container of this name.
         type: str
         default: manager
-  kubeconfig:
-    description: Path to a kubeconfig; see the description for the search order without it.
-    type: path
-  context:
-    description: Kubeconfig context; the current one when omitted.
-    type: str
   timeout:
     description: Seconds each API request may take.
     type: float
@@ -124,7 +118,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.etcd_backup_observe import observe_backup
 from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import KubeReader, credentials
+from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
 
 
 def argument_spec() -> dict[str, Any]:
@@ -142,8 +136,7 @@ def argument_spec() -> dict[str, Any]:
                 "container": {"type": "str", "default": "manager"},
             },
         },
-        "kubeconfig": {"type": "path"},
-        "context": {"type": "str"},
+        **kube_argument_spec(),
         "timeout": {"type": "float", "default": 30},
     }
 

@@ -16,12 +16,12 @@ description:
   - No answer from etcd is not a failure: RV(info) is then empty and RV(info_error) says why.
   - With O(wait_for), looks again every second until etcd reports that member healthy, and
     fails with every fact of the last look when O(wait_for.timeout) passes.
-  - Reads the API server with the credentials kubernetes.core would use (O(kubeconfig),
-    E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's ServiceAccount).
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
 version_added: "0.2.0"
 author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_kube
 options:
   namespace:
     description: Namespace of the cluster's objects.
@@ -33,12 +33,6 @@ options:
     required: true
   secret_selector:
     description: Label selector of the TLS Secrets; omitted, no Secret is read.
-    type: str
-  kubeconfig:
-    description: Path to a kubeconfig; see the description for the search order without it.
-    type: path
-  context:
-    description: Kubeconfig context; the current one when omitted.
     type: str
   etcd:
     description: Whether and how to ask etcd.
@@ -183,6 +177,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.etcd_errors import EtcdModuleError
+from ansible.module_utils.etcd_kube import kube_argument_spec
 from ansible.module_utils.etcd_observe import observe
 
 
@@ -207,8 +202,7 @@ def argument_spec() -> dict[str, Any]:
         "namespace": {"type": "str", "required": True},
         "selector": {"type": "str", "required": True},
         "secret_selector": {"type": "str"},
-        "kubeconfig": {"type": "path"},
-        "context": {"type": "str"},
+        **kube_argument_spec(),
         "etcd": {"type": "dict", "default": {}, "options": etcd},
         "wait_for": {
             "type": "dict",

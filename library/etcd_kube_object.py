@@ -19,11 +19,10 @@ description:
   - An object is written only when it would change (every field it gives is already so, list
     items compared item by item); RV(changed) is that comparison. In check mode nothing is
     sent but the reads, and RV(objects) is what the objects would be.
-  - Credentials are found as kubernetes.core finds them (O(kubeconfig),
-    E(K8S_AUTH_KUBECONFIG), E(KUBECONFIG), C(~/.kube/config), then the Pod's
-    ServiceAccount).
 version_added: "0.2.0"
 author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_kube
 options:
   objects:
     description:
@@ -41,12 +40,6 @@ options:
     type: str
     choices: [present, patched, status]
     default: present
-  kubeconfig:
-    description: Path to a kubeconfig; see the description for the search order without it.
-    type: path
-  context:
-    description: Kubeconfig context; the current one when omitted.
-    type: str
   timeout:
     description: Seconds each API request may take.
     type: float
@@ -98,7 +91,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import KubeReader, credentials
+from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
 from ansible.module_utils.etcd_kube_objects import put_objects
 
 
@@ -110,8 +103,7 @@ def argument_spec() -> dict[str, Any]:
             "choices": ["present", "patched", "status"],
             "default": "present",
         },
-        "kubeconfig": {"type": "path"},
-        "context": {"type": "str"},
+        **kube_argument_spec(),
         "timeout": {"type": "float", "default": 30},
     }
 

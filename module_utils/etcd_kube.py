@@ -138,6 +138,12 @@ def _read(path: str) -> str:
         raise KubeError(f"cannot read {path}: {exc}") from exc
 
 
+def kube_argument_spec() -> dict[str, Any]:
+    """The API server options of every module that talks to Kubernetes (doc fragment
+    etcd_kube)."""
+    return {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
+
+
 def credentials(kubeconfig: str | None, context: str | None) -> KubeCredentials:
     path = kubeconfig_path(kubeconfig, dict(os.environ), os.path.expanduser("~"))
     return from_kubeconfig(path, context) if path else in_cluster(dict(os.environ))

@@ -482,20 +482,23 @@ MANIFEST = {
     "time": "2026-11-24T03:00:00Z",
     "duration": 1.234,
 }
+SAVED = {"key": "prod/example/20261124T030000Z-rev42.db", "manifest": MANIFEST}
+# SAVED as a listing shows it once verified.
+LISTED = {
+    "key": SAVED["key"],
+    "time": MANIFEST["time"],
+    "sha256": "a" * 64,
+    "verified": True,
+    "revision": 42,
+    "size": 4096,
+}
 
 
 def test_record_of_a_saved_snapshot_and_what_is_retained():
     target = bp.backup_target(s3_spec(), "prod")
-    saved = {"key": "prod/example/20261124T030000Z-rev42.db", "manifest": MANIFEST}
+    saved = SAVED
     listed = [
-        {
-            "key": saved["key"],
-            "time": MANIFEST["time"],
-            "sha256": "a" * 64,
-            "verified": True,
-            "revision": 42,
-            "size": 4096,
-        },
+        LISTED,
         {
             "key": "prod/example/20261123T030000Z-rev40.db",
             "time": "2026-11-23T03:00:00Z",
@@ -530,15 +533,6 @@ def test_the_record_is_what_the_crd_accepts_as_status():
 
     schema = cs.schema_of(cs.load("etcdbackups"))["properties"]["status"]
     target = bp.backup_target(s3_spec(), "prod")
-    saved = {"key": "prod/example/20261124T030000Z-rev42.db", "manifest": MANIFEST}
-    listed = [
-        {
-            "key": saved["key"],
-            "time": MANIFEST["time"],
-            "sha256": "a" * 64,
-            "verified": True,
-            "revision": 42,
-            "size": 4096,
-        }
-    ]
+    saved = SAVED
+    listed = [LISTED]
     assert cs.validate(schema, bp.backup_record(saved, listed, target)) == []

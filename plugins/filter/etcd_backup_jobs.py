@@ -121,6 +121,8 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
             )
         if s3.get("caSecret"):
             mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+            # Where the playbook finds it: the mount path is said once, here.
+            env.append({"name": "ETCD_BACKUP_CA_DIR", "value": S3_CA_DIR})
             volumes.append(
                 {
                     "name": "s3-ca",

@@ -114,6 +114,8 @@ def test_a_volume_destination_and_a_store_ca_are_mounted():
     with_ca["spec"]["destination"]["s3"]["caSecret"] = "store-ca"
     mounts = pod_of(bj.workload(with_ca, IMAGE))["containers"][0]["volumeMounts"]
     assert {"name": "s3-ca", "mountPath": bj.S3_CA_DIR, "readOnly": True} in mounts
+    env = pod_of(bj.workload(with_ca, IMAGE))["containers"][0]["env"]
+    assert {"name": "ETCD_BACKUP_CA_DIR", "value": bj.S3_CA_DIR} in env
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ description:
   - Only these kinds can be written (any other is refused before anything is sent) - C(v1)
     Pod, PersistentVolumeClaim, Service and ServiceAccount, C(policy/v1)
     PodDisruptionBudget, C(batch/v1) Job and CronJob, C(rbac.authorization.k8s.io/v1)
-    RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdBackup and EtcdRestore.
+    RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
   - O(state=status) writes only the status subresource, of EtcdBackup and EtcdRestore.
   - An object is written only when it would change (every field it gives is already so, list
     items compared item by item); RV(changed) is that comparison. In check mode nothing is
@@ -34,11 +34,12 @@ options:
   state:
     description:
       - V(present) creates an object that does not exist, and merge-patches one that does
-        with the fields given. V(patched) merge-patches objects that must exist; a missing
+        with the fields given. V(created) creates an object that does not exist and leaves
+        one that does as it is. V(patched) merge-patches objects that must exist; a missing
         one fails the task. V(status) merge-patches the C(status) of objects that must
         exist, through their status subresource; everything but C(status) is ignored.
     type: str
-    choices: [present, patched, status]
+    choices: [present, created, patched, status]
     default: present
   timeout:
     description: Seconds each API request may take.
@@ -100,7 +101,7 @@ def argument_spec() -> dict[str, Any]:
         "objects": {"type": "list", "elements": "dict", "required": True},
         "state": {
             "type": "str",
-            "choices": ["present", "patched", "status"],
+            "choices": ["present", "created", "patched", "status"],
             "default": "present",
         },
         **kube_argument_spec(),

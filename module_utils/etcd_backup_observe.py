@@ -19,10 +19,16 @@ class Reader(Protocol):
     def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list[Any]: ...
 
 
-def _container_image(pod: dict[str, Any] | None, container: str) -> str:
+def container_image(pod: dict[str, Any] | None, container: str) -> str:
     containers = ((pod or {}).get("spec") or {}).get("containers") or []
     chosen = [c for c in containers if c.get("name") == container] or containers[:1]
     return str(chosen[0].get("image") or "") if chosen else ""
+
+
+def secret_key_names(reader: Reader, namespace: str, name: str) -> list[str] | None:
+    """The key names a Secret holds, None when it does not exist: its values stay here."""
+    secret = reader.get(namespaced("v1", namespace, "secrets", name))
+    return sorted((secret or {}).get("data") or {}) if secret else None
 
 
 def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
@@ -43,13 +49,12 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         path = namespaced(GROUP_VERSION, ns, "etcdclusters", params["cluster"])
         facts["cluster_found"] = reader.get(path) is not None
     if params.get("credentials_secret"):
-        secret = reader.get(namespaced("v1", ns, "secrets", params["credentials_secret"]))
-        facts["secret_keys"] = sorted((secret or {}).get("data") or {}) if secret else None
+        facts["secret_keys"] = secret_key_names(reader, ns, params["credentials_secret"])
     if params.get("claim"):
         path = namespaced("v1", ns, "persistentvolumeclaims", params["claim"])
         facts["claim_found"] = reader.get(path) is not None
     own = params.get("own_pod") or {}
     if own.get("name") and own.get("namespace"):
         pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
-        facts["image"] = _container_image(pod, own.get("container") or "manager")
+        facts["image"] = container_image(pod, own.get("container") or "manager")
     return facts

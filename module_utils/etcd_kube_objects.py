@@ -25,6 +25,7 @@ KINDS = {
     ("batch/v1", "Job"): "jobs",
     ("batch/v1", "CronJob"): "cronjobs",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("etcd.runbook.io/v1alpha1", "EtcdCluster"): "etcdclusters",
     ("etcd.runbook.io/v1alpha1", "EtcdBackup"): "etcdbackups",
     ("etcd.runbook.io/v1alpha1", "EtcdRestore"): "etcdrestores",
 }
@@ -106,9 +107,10 @@ def put_objects(
     client: Client, objects: list[dict[str, Any]], state: str, check: bool
 ) -> dict[str, Any]:
     """Write each of `objects` in turn. `present`: create it when missing, else merge-patch
-    it; `patched`: merge-patch an object that must exist; `status`: merge-patch the status
-    subresource of an object that must exist (only its `status` is sent). Returns the objects
-    as they are after (as they would be, in check mode), `changed`, and a before/after diff."""
+    it; `created`: create it when missing, else leave it; `patched`: merge-patch an object
+    that must exist; `status`: merge-patch the status subresource of an object that must
+    exist (only its `status` is sent). Returns the objects as they are after (as they would
+    be, in check mode), `changed`, and a before/after diff."""
     results, before, after, changed = [], [], [], False
     # Every object is checked before the first write: a refused one changes nothing.
     paths = [object_path(obj) for obj in objects]
@@ -127,7 +129,9 @@ def put_objects(
             body = {"status": obj.get("status") or {}}
         else:
             body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
-        if current is not None and contains(current, body):
+        # `created`: an object that exists already is left as it is, whatever it says (a
+        # restore never overwrites a cluster someone made meanwhile).
+        if current is not None and (state == "created" or contains(current, body)):
             results.append(current)
             continue
         changed = True

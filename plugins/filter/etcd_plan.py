@@ -40,6 +40,10 @@ ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
 ANN_VERSION = f"{GROUP}/version"
 ANN_FENCED = f"{GROUP}/fenced"
 ANN_REMOVING = f"{GROUP}/removing"
+# A claim an EtcdRestore Job is still writing: no Pod may start on half a data dir.
+ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
+# On the EtcdCluster: the EtcdRestore that writes its first member, so it never seeds an empty one.
+ANN_RESTORE = f"{GROUP}/restore"
 # A member Pod carries what it was made from.
 ANN_POD_HASH = f"{GROUP}/pod-hash"
 LABEL_CLUSTER = f"{GROUP}/cluster"
@@ -600,6 +604,11 @@ class _Observed:
             for n, c in self.claims.items()
             if not _deleting(c) and not {ANN_FENCED, ANN_REMOVING} & set(annotations_of(c))
         }
+        # Still live: the restored member is not lost, and its name is not free for another.
+        self.restoring = {
+            n for n, c in self.claims.items() if annotations_of(c).get(ANN_RESTORE_PENDING)
+        }
+        self.restore = str(annotations_of(self.obj).get(ANN_RESTORE) or "")
         capacity = _claim_capacity(list(self.live_claims.values()))
         if capacity is not None and "quotaBackendBytes" not in (
             (self.obj.get("spec") or {}).get("storage") or {}
@@ -752,6 +761,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         if not _deleting(p)
         and n in o.live_claims
         and n not in lost_data
+        and n not in o.restoring
         and (
             _phase(p) in ("Failed", "Succeeded")
             or (
@@ -763,7 +773,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     )
     leaving = sorted(n for n, p in o.pods.items() if _deleting(p))
     heal = sorted(
-        n for n in o.live_claims if (n not in o.pods or n in ended) and n not in lost_data
+        n
+        for n in o.live_claims
+        if (n not in o.pods or n in ended) and n not in lost_data and n not in o.restoring
     )
 
     fence = _fence(o) if o.known or o.info.get("views") else []
@@ -799,7 +811,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         stale = sorted(
             n
             for n in set(o.pods) | set(o.claims)
-            if n not in o.by_name and ANN_FENCED not in annotations_of(o.claims.get(n))
+            if n not in o.by_name
+            and ANN_FENCED not in annotations_of(o.claims.get(n))
+            and n not in o.restoring
         )
         replace = [
             {
@@ -879,8 +893,14 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     if o.hands_off:
         heal, ended, fence, record, relabel = [], [], [], [], []
         stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
-    # A brand-new cluster starts with one seed member; the others join as learners.
-    seed = "" if o.known or o.hands_off or o.pods or o.claims or refusals else f"{o.name}-0"
+    # A brand-new cluster starts with one seed member; the others join as learners. A cluster
+    # being restored gets its first member from the restore: an empty seed would be a cluster
+    # of its own, which the restored member could never join.
+    seed = (
+        ""
+        if o.known or o.hands_off or o.pods or o.claims or refusals or o.restore
+        else f"{o.name}-0"
+    )
     names = [f"{o.name}-{i}" for i in range(MAX_INDEX + 1)]
     result = {
         "name": o.name,
@@ -950,6 +970,16 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
 # --- the report ----------------------------------------------------------------------------
 
 
+def _waiting_for_restore(o: _Observed) -> str:
+    """Why the cluster has no member yet while its restore runs, or ''."""
+    if o.restore and not o.known and (not o.claims or o.restoring):
+        return (
+            f"the first member's data is being restored by EtcdRestore {o.restore}; members "
+            "start once it is written"
+        )
+    return ""
+
+
 def _available(o: _Observed) -> tuple[bool, str, str]:
     if o.known and o.quorum.get("ok"):
         q = o.quorum
@@ -958,6 +988,9 @@ def _available(o: _Observed) -> tuple[bool, str, str]:
             "QuorumHealthy",
             f"{q['healthy_voters']} of {q['voters']} voting members healthy, {q['needed']} needed",
         )
+    # Waiting for a restore is a cluster still being created, not one that lost its quorum.
+    if waiting := _waiting_for_restore(o):
+        return False, "Creating", waiting
     if not o.known and not o.pods and not o.live_claims:
         return False, "Creating", "no member has been started yet"
     if o.known:
@@ -1072,6 +1105,8 @@ def report(
         progressing = (False, "Paused", "spec.paused is true: the operator changes nothing")
     elif refusals:
         progressing = (False, refusals[0]["reason"], refusals[0]["message"])
+    elif waiting := _waiting_for_restore(o):
+        progressing = (True, "WaitingForRestore", waiting)
     elif not sized or not rolled or a_reason == "Creating":
         progressing = (
             True,

@@ -136,6 +136,15 @@ def test_missing_objects_are_created_and_others_patched_in_order():
     assert result["diff"]["after"][1]["metadata"]["labels"] == {"a": "2"}
 
 
+def test_created_makes_what_is_missing_and_never_touches_what_exists():
+    api = FakeApi({f"{PODS}/e-1": _pod("e-1", labels={"a": "1"})})
+    result = put_objects(api, [_pod("e-0"), _pod("e-1", labels={"a": "2"})], "created", False)
+    assert result["changed"] is True
+    assert api.calls == [("GET", f"{PODS}/e-0"), ("POST", PODS), ("GET", f"{PODS}/e-1")]
+    assert api.objects[f"{PODS}/e-1"]["metadata"]["labels"] == {"a": "1"}
+    assert result["objects"][1]["metadata"]["labels"] == {"a": "1"}
+
+
 def test_check_mode_only_reads():
     api = FakeApi({f"{PODS}/e-1": _pod("e-1", labels={"a": "1"})})
     result = put_objects(api, [_pod("e-0"), _pod("e-1", labels={"a": "2"})], "present", True)

@@ -364,6 +364,67 @@ def test_heal_does_not_wait_behind_missing_tls_secrets():
     }
 
 
+# --- restore from a snapshot ---------------------------------------------------------------
+
+
+def restoring(**spec: Any) -> dict[str, Any]:
+    """An EtcdCluster whose first member EtcdRestore r1 writes (not created yet: no status)."""
+    o = obj(status={}, **spec)
+    o["metadata"]["annotations"] = {ep.ANN_RESTORE: "r1"}
+    return o
+
+
+def pending(n: int) -> dict[str, Any]:
+    """A claim the restore Job is still writing: no member ID yet."""
+    return claim(n, joined=False, **{ep.ANN_RESTORE_PENDING: "r1"})
+
+
+@pytest.mark.parametrize(
+    "cluster, pods, claims, heal, ended, seed",
+    [
+        (restoring(), [], [], [], [], ""),  # never an empty seed: its first member is restored
+        (restoring(), [], [pending(0)], [], [], ""),  # no Pod on half a data dir
+        (restoring(), [pod(0, phase="Failed")], [pending(0)], [], [], ""),  # nor a second Pod
+        (obj(status={}), [], [pending(0)], [], [], ""),  # the claim alone is enough
+        (restoring(), [], [claim(0, joined=False)], ["e-0"], [], ""),  # released: it starts
+        (obj(status={}), [], [], [], [], "e-0"),  # an ordinary new cluster still seeds
+    ],
+)
+def test_a_restored_member_starts_only_once_its_data_is_written(
+    cluster, pods, claims, heal, ended, seed
+):
+    p = ep.plan({"object": cluster, "pods": pods, "claims": claims, "info": {}})
+    assert (p["heal"], p["ended"], p["seed"]) == (heal, ended, seed)
+    assert p["stale"] == [] and p["lost"] == [] and p["refusals"] == []
+
+
+def test_a_claim_being_restored_is_not_stale_to_a_trusted_cluster():
+    facts = healthy3()
+    facts["claims"].append(pending(3))
+    p = ep.plan(facts)
+    assert p["trusted"] and actions(p) == {} and p["seed"] == ""
+    facts["claims"][3] = claim(3, joined=False)  # the same claim, no restore behind it
+    assert ep.plan(facts)["stale"] == ["e-3"]
+
+
+@pytest.mark.parametrize("claims", [[], [pending(0)]])
+def test_report_of_a_cluster_waiting_for_its_restore(claims):
+    r = ep.report({"object": restoring(), "pods": [], "claims": claims, "info": {}})
+    assert r["phase"] == "Creating" and not r["failed"]
+    assert cond(r, "Available") == ("False", "Creating")
+    assert cond(r, "Progressing") == ("True", "WaitingForRestore")
+    assert "restored by EtcdRestore r1" in r["conditions"]["Progressing"]["message"]
+    assert cond(r, "Degraded")[0] == "False"
+    assert not [e for e in r["events"] if e["type"] == "Warning"]
+
+
+def test_report_stops_waiting_for_the_restore_once_the_claim_is_released():
+    facts = {"object": restoring(), "pods": [], "claims": [claim(0, joined=False)], "info": {}}
+    assert cond(ep.report(facts), "Progressing")[1] != "WaitingForRestore"
+    r = ep.report({"object": obj(status={}), "pods": [], "claims": [], "info": {}})
+    assert cond(r, "Progressing") == ("True", "Creating")
+
+
 # --- the data-loss guard, fencing and the member's record ----------------------------------
 
 

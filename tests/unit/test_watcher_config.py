@@ -27,9 +27,10 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "etcdcluster.yml").write_text("[]\n")
     (tmp_path / "playbooks" / "etcdbackup.yml").write_text("[]\n")
+    (tmp_path / "playbooks" / "etcdrestore.yml").write_text("[]\n")
     copy = tmp_path / "watches.yaml"
     copy.write_text((REPO / "watches.yaml").read_text())
-    w, backup = load_watches(copy)
+    w, backup, restore = load_watches(copy)
     assert (w.group, w.version, w.kind) == ("etcd.runbook.io", "v1alpha1", "EtcdCluster")
     assert w.target.playbook == (tmp_path / "playbooks" / "etcdcluster.yml").resolve()
     assert w.reconcile_period == 60.0
@@ -57,6 +58,12 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     ]
     assert backup.owner_label == "etcd.runbook.io/backup" and backup.finalizer is None
     assert backup.target.playbook == (tmp_path / "playbooks" / "etcdbackup.yml").resolve()
+    # An EtcdRestore follows its Job and the EtcdCluster it creates (labelled until restored).
+    assert [(d.group, d.kind) for d in restore.dependents] == [
+        ("batch", "Job"),
+        ("etcd.runbook.io", "EtcdCluster"),
+    ]
+    assert restore.owner_label == "etcd.runbook.io/restore" and restore.finalizer is None
 
 
 def test_defaults_and_relative_paths(tmp_path):

@@ -1,0 +1,158 @@
+#!/usr/bin/python
+"""Ansible module: one read-only look at what an EtcdRestore's reconcile decides on."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: etcd_restore_observe
+short_description: Read what the operator's side of an EtcdRestore decides on, in one go
+description:
+  - Reads the EtcdCluster named O(cluster), the claims labelled
+    C(etcd.runbook.io/cluster=<cluster>), the Job C(<name>-restore) and the Pods labelled
+    C(etcd.runbook.io/restore=<name>) in O(namespace).
+  - With O(backup), reads that EtcdBackup, and returns the key names of the credentials
+    Secret its S3 destination names (or O(credentials_secret) when given). The Secret's
+    values never leave the module.
+  - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
+    the restore Job's first step runs too).
+  - Never changes anything; runs the same in check mode.
+version_added: "0.3.0"
+author: etcd runbook operator maintainers
+extends_documentation_fragment:
+  - etcd_kube
+options:
+  namespace:
+    description: Namespace of the EtcdRestore.
+    type: str
+    required: true
+  name:
+    description: Name of the EtcdRestore.
+    type: str
+    required: true
+  cluster:
+    description: Name of the EtcdCluster the restore creates.
+    type: str
+    required: true
+  backup:
+    description: An EtcdBackup in O(namespace) to read.
+    type: str
+  credentials_secret:
+    description: A Secret in O(namespace) whose key names to return.
+    type: str
+  own_pod:
+    description: A Pod whose container image to return.
+    type: dict
+    suboptions:
+      namespace:
+        description: The Pod's namespace.
+        type: str
+        required: true
+      name:
+        description: The Pod's name.
+        type: str
+        required: true
+      container:
+        description: The container; the first one when it has no container of this name.
+        type: str
+        default: manager
+  timeout:
+    description: Seconds each API request may take.
+    type: float
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Look at a restore's Job and at what its spec names
+  etcd_restore_observe:
+    namespace: prod
+    name: from-nightly
+    cluster: example-restored
+    backup: nightly
+  register: seen
+"""
+
+RETURN = r"""
+cluster:
+  description: The EtcdCluster O(cluster), or null.
+  returned: success
+  type: dict
+claims:
+  description: The claims of O(cluster)'s members.
+  returned: success
+  type: list
+  elements: dict
+job:
+  description: The restore Job C(<name>-restore), or null.
+  returned: success
+  type: dict
+pods:
+  description: The Pods of the restore Job.
+  returned: success
+  type: list
+  elements: dict
+backup:
+  description: The EtcdBackup O(backup), or null (missing, or not asked for).
+  returned: success
+  type: dict
+secret_keys:
+  description: The key names of the credentials Secret, sorted; null when it does not exist
+    or none was named.
+  returned: success
+  type: list
+  elements: str
+image:
+  description: The image of O(own_pod)'s container; empty without O(own_pod).
+  returned: success
+  type: str
+reason:
+  description: A short word for the failure (for example V(Forbidden)).
+  returned: failed
+  type: str
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.etcd_errors import EtcdModuleError
+from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
+from ansible.module_utils.etcd_restore_observe import observe_restore
+
+
+def argument_spec() -> dict[str, Any]:
+    return {
+        "namespace": {"type": "str", "required": True},
+        "name": {"type": "str", "required": True},
+        "cluster": {"type": "str", "required": True},
+        "backup": {"type": "str"},
+        "credentials_secret": {"type": "str", "no_log": False},
+        "own_pod": {
+            "type": "dict",
+            "options": {
+                "namespace": {"type": "str", "required": True},
+                "name": {"type": "str", "required": True},
+                "container": {"type": "str", "default": "manager"},
+            },
+        },
+        **kube_argument_spec(),
+        "timeout": {"type": "float", "default": 30},
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    try:
+        reader = KubeReader(credentials(params["kubeconfig"], params["context"]), params["timeout"])
+        facts = observe_restore(reader, params)
+    except EtcdModuleError as error:
+        module.fail_json(**error.as_result())
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

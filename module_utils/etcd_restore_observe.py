@@ -1,0 +1,48 @@
+"""One read-only look at what the operator's side of an EtcdRestore decides on
+(etcd_restore_observe): the EtcdCluster of the target name, the EtcdBackup it restores from,
+the key names of the credentials Secret (never their values), the target cluster's claims,
+the restore Job and its Pods, and the image the operator itself runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.etcd_backup_observe import Reader, container_image, secret_key_names
+from ansible.module_utils.etcd_kube import namespaced
+
+GROUP_VERSION = "etcd.runbook.io/v1alpha1"
+LABEL_RESTORE = "etcd.runbook.io/restore"
+LABEL_CLUSTER = "etcd.runbook.io/cluster"
+
+
+def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
+    """What `params` asks for, as plain facts. The credentials Secret is the one given, else
+    the one the EtcdBackup's destination names."""
+    ns, name, cluster = params["namespace"], params["name"], params["cluster"]
+    facts: dict[str, Any] = {
+        "cluster": reader.get(namespaced(GROUP_VERSION, ns, "etcdclusters", cluster)),
+        "claims": reader.items(
+            namespaced("v1", ns, "persistentvolumeclaims"),
+            f"{LABEL_CLUSTER}={cluster}",
+            "PersistentVolumeClaim",
+            "v1",
+        ),
+        "job": reader.get(namespaced("batch/v1", ns, "jobs", f"{name}-restore")),
+        "pods": reader.items(namespaced("v1", ns, "pods"), f"{LABEL_RESTORE}={name}", "Pod", "v1"),
+        "backup": None,
+        "secret_keys": None,
+        "image": "",
+    }
+    secret = params.get("credentials_secret") or ""
+    if params.get("backup"):
+        backup = reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", params["backup"]))
+        facts["backup"] = backup
+        s3 = (((backup or {}).get("spec") or {}).get("destination") or {}).get("s3") or {}
+        secret = secret or str(s3.get("credentialsSecret") or "")
+    if secret:
+        facts["secret_keys"] = secret_key_names(reader, ns, secret)
+    own = params.get("own_pod") or {}
+    if own.get("name") and own.get("namespace"):
+        pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
+        facts["image"] = container_image(pod, own.get("container") or "manager")
+    return facts

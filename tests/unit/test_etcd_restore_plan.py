@@ -1,0 +1,398 @@
+"""The restore runbook's decisions (plugins/filter/etcd_restore_plan.py), table-driven: what
+is refused, what is created in which order, when the first member's claim is released, and
+what the EtcdRestore's status says."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.filters import load_filter
+
+rp = load_filter("etcd_restore_plan")
+ep = load_filter("etcd_plan")
+em = load_filter("etcd_manifests")
+SHA = "a" * 64
+UID = "0123456789abcdef"
+
+
+def restore(source: dict[str, Any] | None = None, version: str = "3.6.16", **status: Any) -> dict:
+    return {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdRestore",
+        "metadata": {"name": "back", "namespace": "prod", "uid": UID, "generation": 1},
+        "spec": {
+            "source": source if source is not None else {"backupName": "nightly"},
+            "cluster": {"name": "again", "spec": {"size": 3, "version": version}},
+        },
+        "status": status,
+    }
+
+
+def backup(location: str = "s3://etcd/prod/example/snap-1.db", version: str = "3.6.16") -> dict:
+    return {
+        "metadata": {"name": "nightly", "namespace": "prod"},
+        "spec": {
+            "clusterName": "example",
+            "destination": {
+                "s3": {"endpoint": "http://s3:9000", "bucket": "etcd", "credentialsSecret": "creds"}
+            },
+        },
+        "status": {
+            "lastSnapshot": {
+                "location": location,
+                "sha256": SHA,
+                "revision": 42,
+                "size": 4096,
+                "etcdVersion": version,
+            }
+        },
+    }
+
+
+def target(obj: dict) -> dict:
+    spec = ep.normalize_spec(
+        {"metadata": {"name": "again"}, "spec": obj["spec"]["cluster"]["spec"]}, {}
+    )
+    shape = {
+        "name": "again",
+        "namespace": "prod",
+        "uid": "",
+        "domain": "cluster.local",
+        "spec": spec,
+        "versions": {},
+    }
+    peer = em.peer_url(shape, "again-0")
+    return {
+        "name": "again",
+        "spec": spec,
+        "member": "again-0",
+        "claim_name": "again-0-data",
+        "claim": em.member_claim(shape, "again-0", f"again-0={peer}", "new"),
+        "peer_url": peer,
+        "token": "again-01234567",
+        "image": "operator:dev",
+        "job_deadline": 600,
+    }
+
+
+def seen(**over: Any) -> dict:
+    base: dict[str, Any] = {
+        "cluster": None,
+        "claims": [],
+        "job": None,
+        "pods": [],
+        "backup": backup(),
+        "secret_keys": ["accessKeyId", "secretAccessKey"],
+        "image": "",
+        "now": "2026-11-24T20:00:00Z",
+    }
+    return {**base, **over}
+
+
+def ours(**status: Any) -> dict:
+    return {
+        "metadata": {
+            "name": "again",
+            "labels": {rp.LABEL_RESTORE: "back"},
+            "annotations": {rp.ANN_RESTORE: "back", rp.ANN_RESTORE_UID: UID},
+        },
+        "status": status,
+    }
+
+
+def claim(pending: bool = True, uid: str = UID) -> dict:
+    annotations = {rp.ANN_RESTORE_UID: uid}
+    if pending:
+        annotations[rp.ANN_RESTORE_PENDING] = uid
+    return {"metadata": {"name": "again-0-data", "annotations": annotations}}
+
+
+def job(state: str = "") -> dict:
+    conditions = (
+        [{"type": "Complete" if state == "Succeeded" else "Failed", "status": "True"}]
+        if state
+        else []
+    )
+    return {"metadata": {"name": "back-restore"}, "status": {"conditions": conditions}}
+
+
+def run(obj: dict | None = None, **over: Any) -> dict:
+    obj = obj or restore()
+    return rp.plan(obj, seen(**over), target(obj))
+
+
+def reasons(result: dict) -> list[str]:
+    return [r["reason"] for r in result["refusals"]]
+
+
+@pytest.mark.parametrize(
+    ("obj", "over", "reason", "field"),
+    [
+        (None, {"cluster": {"metadata": {"name": "again"}}}, "ClusterExists", "spec.cluster.name"),
+        (
+            None,
+            {"claims": [{"metadata": {"name": "again-1-data", "annotations": {}}}]},
+            "ClaimsExist",
+            "spec.cluster.name",
+        ),
+        (None, {"backup": None}, "SourceNotFound", "spec.source.backupName"),
+        (
+            None,
+            {"backup": {**backup(), "status": {}}},
+            "SourceNotFound",
+            "spec.source.backupName",
+        ),
+        (
+            None,
+            {"secret_keys": None},
+            "CredentialsInvalid",
+            "EtcdBackup nightly spec.destination.s3.credentialsSecret",
+        ),
+        (None, {"secret_keys": ["accessKeyId"]}, "CredentialsInvalid", None),
+        (
+            restore({"volume": {"claimName": "b", "path": "/s.db"}, "sha256": SHA}),
+            {},
+            "NotSupported",
+            "spec.source.volume",
+        ),
+        (
+            restore({"s3": {"endpoint": "http://s3:9000", "bucket": "etcd", "key": "k"}}),
+            {},
+            "InvalidSpec",
+            "spec.source.sha256",
+        ),
+        # A snapshot of 3.6 cannot be read by 3.5; one of 3.4 by 3.6 is two minors away.
+        (restore(version="3.5.35"), {}, "UnsafeVersionChange", "spec.cluster.spec.version"),
+        (
+            None,
+            {"backup": backup(version="3.4.31")},
+            "UnsafeVersionChange",
+            "spec.cluster.spec.version",
+        ),
+        (restore(version="2.3"), {}, "InvalidSpec", "spec.cluster.spec.version"),
+    ],
+)
+def test_refused_with_the_field_named_and_nothing_created(obj, over, reason, field):
+    result = run(obj, **over)
+    assert reason in reasons(result)
+    if field is not None:
+        assert field in [r["field"] for r in result["refusals"]]
+    assert result["create"] == [] and result["release"] is None
+    report = result["report"]
+    assert report["status"]["phase"] == "Failed"
+    assert report["conditions"]["Degraded"]["status"] == "True"
+    assert report["events"][0]["type"] == "Warning"
+
+
+def test_a_fresh_restore_creates_the_cluster_then_the_pending_claim_then_the_job():
+    result = run()
+    assert result["refusals"] == []
+    kinds = [o["kind"] for o in result["create"]]
+    assert kinds == ["EtcdCluster", "PersistentVolumeClaim", "Job"]
+    cluster, pvc, _the_job = result["create"]
+    assert cluster["metadata"]["annotations"] == {rp.ANN_RESTORE: "back", rp.ANN_RESTORE_UID: UID}
+    assert cluster["spec"] == {"size": 3, "version": "3.6.16"}
+    # The claim the cluster runbook would have made, marked restore-pending.
+    assert pvc["metadata"]["name"] == "again-0-data"
+    assert pvc["metadata"]["annotations"][rp.ANN_RESTORE_PENDING] == UID
+    assert pvc["metadata"]["annotations"]["etcd.runbook.io/initial-cluster-state"] == "new"
+    assert pvc["metadata"]["labels"]["etcd.runbook.io/cluster"] == "again"
+    assert result["report"]["status"]["phase"] == "Pending"
+    assert result["report"]["status"]["snapshot"]["location"] == "s3://etcd/prod/example/snap-1.db"
+    assert result["report"]["status"]["restoredRevision"] == 42
+
+
+def test_the_job_fetches_then_restores_with_a_new_token_and_bumped_revisions():
+    the_job = run()["create"][2]
+    spec = the_job["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 600
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (fetch,) = pod["initContainers"]
+    env = {e["name"]: e.get("value") for e in fetch["env"]}
+    assert env["ETCD_RESTORE_KEY"] == "prod/example/snap-1.db"
+    assert env["ETCD_RESTORE_SHA256"] == SHA
+    # Credentials only by reference; the key is data in the environment, never an argument.
+    secret_refs = [e for e in fetch["env"] if "valueFrom" in e]
+    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in secret_refs} == {"creds"}
+    assert fetch["command"] == ["/opt/venv/bin/ansible-playbook", "playbooks/etcd-restore.yml"]
+    (restore_c,) = pod["containers"]
+    assert restore_c["image"].endswith(":v3.6.16")
+    command = restore_c["command"]
+    assert command[:3] == ["/usr/local/bin/etcdutl", "snapshot", "restore"]
+    assert "--name=again-0" in command
+    assert "--initial-cluster-token=again-01234567" in command
+    assert "--bump-revision=1000000000" in command and "--mark-compacted" in command
+    assert "--data-dir=/var/lib/etcd/data" in command
+    peer = "https://again-0.again.prod.svc.cluster.local:2380"
+    assert f"--initial-cluster=again-0={peer}" in command
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "again-0-data"}} in pod[
+        "volumes"
+    ]
+    for container in [fetch, restore_c]:
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_etcd_34_restores_with_its_etcdctl():
+    obj = restore(version="3.4.31")
+    result = rp.plan(obj, seen(backup=backup(version="3.4.31")), target(obj))
+    command = result["create"][2]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[0] == "/usr/local/bin/etcdctl"
+
+
+def test_explicit_s3_source_uses_its_own_store_and_sha256():
+    obj = restore(
+        {
+            "s3": {
+                "endpoint": "https://s3.example.com",
+                "bucket": "other",
+                "key": "x/y.db",
+                "credentialsSecret": "mine",
+            },
+            "sha256": "b" * 64,
+        }
+    )
+    result = rp.plan(obj, seen(backup=None), target(obj))
+    assert result["refusals"] == []
+    assert result["source"]["location"] == "s3://other/x/y.db"
+    env = result["create"][2]["spec"]["template"]["spec"]["initContainers"][0]["env"]
+    assert {e["name"]: e.get("value") for e in env}["ETCD_RESTORE_SHA256"] == "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("over", "phase", "creates", "released"),
+    [
+        # Interrupted after the cluster was made: the claim and Job follow.
+        ({"cluster": ours()}, "Pending", ["PersistentVolumeClaim", "Job"], False),
+        ({"cluster": ours(), "claims": [claim()]}, "Pending", ["Job"], False),
+        ({"cluster": ours(), "claims": [claim()], "job": job()}, "Restoring", [], False),
+        # The Job succeeded: the claim is released, the cluster starts its members.
+        (
+            {"cluster": ours(), "claims": [claim()], "job": job("Succeeded")},
+            "Starting",
+            [],
+            True,
+        ),
+        (
+            {"cluster": ours(), "claims": [claim(False)], "job": job("Succeeded")},
+            "Starting",
+            [],
+            False,
+        ),
+        # A released claim is never given a second Job, even when the first is gone.
+        ({"cluster": ours(), "claims": [claim(False)]}, "Starting", [], False),
+    ],
+)
+def test_each_step_once(over, phase, creates, released):
+    result = run(**over)
+    assert result["refusals"] == []
+    assert [o["kind"] for o in result["create"]] == creates
+    assert (result["release"] is not None) == released
+    if released:
+        annotations = result["release"]["metadata"]["annotations"]
+        assert annotations[rp.ANN_RESTORE_PENDING] is None
+        assert annotations[rp.ANN_RESTORED_FROM] == "s3://etcd/prod/example/snap-1.db"
+    assert result["report"]["status"]["phase"] == phase
+
+
+def test_a_released_claim_with_no_job_reports_starting_not_pending():
+    # The Job deleted after success: the released claim says the data was written.
+    result = run(cluster=ours(), claims=[claim(False)])
+    assert result["report"]["status"]["phase"] == "Starting"
+
+
+def test_succeeded_once_the_cluster_is_available_and_then_stops_following_it():
+    available = ours(
+        clusterID="c0ffee",
+        conditions=[{"type": "Available", "status": "True"}],
+    )
+    result = run(cluster=available, claims=[claim(False)], job=job("Succeeded"))
+    status = result["report"]["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["clusterID"] == "c0ffee"
+    assert status["completionTime"] == "2026-11-24T20:00:00Z"
+    assert result["unlabel"]["metadata"]["labels"] == {rp.LABEL_RESTORE: None}
+    assert result["report"]["events"][0]["reason"] == "RestoreSucceeded"
+
+
+def test_done_is_done_even_when_the_cluster_is_deleted_later():
+    obj = restore(phase="Succeeded", clusterID="c0ffee")
+    result = rp.plan(obj, seen(backup=None, secret_keys=None), target(obj))
+    assert result["refusals"] == [] and result["create"] == []
+    assert result["report"]["status"]["phase"] == "Succeeded"
+    assert result["report"]["events"] == []
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (
+            "Fetch | Download the snapshot: SnapshotCorrupt: sha256 of the object is 12, not 34",
+            "SnapshotCorrupt",
+        ),
+        ("Fetch | Download the snapshot: S3AuthFailed: wrong key", "S3AuthFailed"),
+        ("Error: snapshot missing hash but --skip-hash-check=false", "SnapshotCorrupt"),
+        ("something else", "RestoreFailed"),
+    ],
+)
+def test_a_failed_job_says_why_and_leaves_the_claim_pending(message, reason):
+    pod = {
+        "metadata": {"labels": {"job-name": "back-restore"}, "creationTimestamp": "t"},
+        "status": {
+            "initContainerStatuses": [
+                {"name": "fetch", "state": {"terminated": {"exitCode": 2, "message": message}}}
+            ]
+        },
+    }
+    obj = restore(phase="Restoring")
+    result = rp.plan(
+        obj, seen(cluster=ours(), claims=[claim()], job=job("Failed"), pods=[pod]), target(obj)
+    )
+    assert result["create"] == [] and result["release"] is None
+    report = result["report"]
+    assert report["status"]["phase"] == "Failed"
+    degraded = report["conditions"]["Degraded"]
+    assert degraded["reason"] == reason
+    assert message in degraded["message"] and "restore-pending" in degraded["message"]
+    assert report["events"][0] == {
+        "type": "Warning",
+        "reason": reason,
+        "message": degraded["message"],
+    }
+
+
+def test_events_only_when_something_changed():
+    obj = restore(
+        phase="Restoring",
+        conditions=[{"type": "Degraded", "status": "False", "message": "no problem seen"}],
+    )
+    result = rp.plan(obj, seen(cluster=ours(), claims=[claim()], job=job()), target(obj))
+    assert result["report"]["events"] == []
+    refused = restore(phase="Failed")
+    first = rp.plan(refused, seen(backup=None), target(refused))["report"]
+    again = copy.deepcopy(refused)
+    again["status"]["conditions"] = [
+        {
+            "type": "Degraded",
+            "status": "True",
+            "message": first["conditions"]["Degraded"]["message"],
+        }
+    ]
+    assert rp.plan(again, seen(backup=None), target(again))["report"]["events"] == []
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "target_version", "ok"),
+    [
+        ("3.5.35", "3.5.1", True),
+        ("3.5.35", "3.6.16", True),
+        ("3.6.16", "3.5.35", False),
+        ("3.4.31", "3.6.16", False),
+        ("", "3.6.16", True),
+    ],
+)
+def test_version_refusal(snapshot, target_version, ok):
+    assert (rp.version_refusal(snapshot, target_version) is None) == ok

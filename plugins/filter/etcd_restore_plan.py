@@ -57,16 +57,20 @@ _S3_LOCATION = re.compile(r"^s3://([^/]+)/(.+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ENDPOINT = re.compile(r"^https?://[^/\s]+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# What the fetch step's reason words and etcd's restore tool say about a bad snapshot.
-CORRUPT_SIGNS = (
+# The reason words the fetch step's modules give (its line reads "<step>: <Reason>: <why>").
+FETCH_REASONS = (
     "SnapshotCorrupt",
-    "sha256",
-    "checksum",
-    "hash mismatch",
-    "missing hash",
-    "truncated",
-    "corrupt",
+    "S3AuthFailed",
+    "S3BucketMissing",
+    "S3ObjectMissing",
+    "S3WrongRegion",
+    "S3TLSError",
+    "S3Unreachable",
+    "S3Error",
 )
+_FETCH_REASON = re.compile(r"\b(" + "|".join(FETCH_REASONS) + r"):")
+# What etcd's restore tool says of a snapshot whose own hash does not match.
+CORRUPT_SIGNS = ("missing hash", "hash mismatch", "checksum", "corrupt", "truncated")
 
 
 class RestoreRefused(ValueError):
@@ -437,12 +441,11 @@ def failure_message(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
 
 
 def failure_reason(message: str) -> str:
-    lowered = message.lower()
-    if any(sign.lower() in lowered for sign in CORRUPT_SIGNS):
+    """The word for Degraded: the fetch step's own reason, else what etcd's tool said."""
+    if match := _FETCH_REASON.search(message):
+        return match.group(1)
+    if message.startswith("restore:") and any(s in message.lower() for s in CORRUPT_SIGNS):
         return "SnapshotCorrupt"
-    for word in ("S3AuthFailed", "S3BucketMissing", "S3ObjectMissing", "S3Unreachable"):
-        if word in message:
-            return word
     return "RestoreFailed"
 
 

@@ -333,12 +333,16 @@ def test_done_is_done_even_when_the_cluster_is_deleted_later():
             "Fetch | Download the snapshot: SnapshotCorrupt: sha256 of the object is 12, not 34",
             "SnapshotCorrupt",
         ),
-        ("Fetch | Download the snapshot: S3AuthFailed: wrong key", "S3AuthFailed"),
-        ("Error: snapshot missing hash but --skip-hash-check=false", "SnapshotCorrupt"),
+        # The step's name mentions sha256: the reason word decides, not the words around it.
+        (
+            "Fetch | Download the snapshot, checking its sha256: S3AuthFailed: wrong key",
+            "S3AuthFailed",
+        ),
+        ("Fetch | Download: S3ObjectMissing: no such object", "S3ObjectMissing"),
         ("something else", "RestoreFailed"),
     ],
 )
-def test_a_failed_job_says_why_and_leaves_the_claim_pending(message, reason):
+def test_a_failed_fetch_says_why_and_leaves_the_claim_pending(message, reason):
     pod = {
         "metadata": {"labels": {"job-name": "back-restore"}, "creationTimestamp": "t"},
         "status": {
@@ -396,3 +400,15 @@ def test_events_only_when_something_changed():
 )
 def test_version_refusal(snapshot, target_version, ok):
     assert (rp.version_refusal(snapshot, target_version) is None) == ok
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ("restore: Error: snapshot missing hash but --skip-hash-check=false", "SnapshotCorrupt"),
+        ("restore: Error: data-dir exists", "RestoreFailed"),
+        ("fetch: no such file: corrupt.db", "RestoreFailed"),
+    ],
+)
+def test_failure_reason_of_etcds_tool(message, reason):
+    assert rp.failure_reason(message) == reason

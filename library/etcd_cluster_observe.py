@@ -34,6 +34,10 @@ options:
   secret_selector:
     description: Label selector of the TLS Secrets; omitted, no Secret is read.
     type: str
+  backups:
+    description: Also list the EtcdBackups of O(namespace) (RV(backups)).
+    type: bool
+    default: false
   etcd:
     description: Whether and how to ask etcd.
     type: dict
@@ -146,6 +150,11 @@ secrets:
   returned: always
   type: list
   elements: dict
+backups:
+  description: The EtcdBackups of O(namespace).
+  returned: with O(backups)
+  type: list
+  elements: dict
 endpoints:
   description: Member name to the client URL this look reached it at.
   returned: always
@@ -202,6 +211,7 @@ def argument_spec() -> dict[str, Any]:
         "namespace": {"type": "str", "required": True},
         "selector": {"type": "str", "required": True},
         "secret_selector": {"type": "str"},
+        "backups": {"type": "bool", "default": False},
         **kube_argument_spec(),
         "etcd": {"type": "dict", "default": {}, "options": etcd},
         "wait_for": {

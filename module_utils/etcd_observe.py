@@ -25,6 +25,7 @@ from ansible.module_utils.etcd_health import cluster_info
 from ansible.module_utils.etcd_kube import KubeReader, credentials, namespaced
 
 CLIENT_PORT = 2379
+BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 WAIT_INTERVAL = 1.0
 
 
@@ -98,6 +99,7 @@ class Observer:
     selector: str
     secret_selector: str | None
     timeout: float
+    backups: bool = False
 
     def kubernetes(self) -> dict[str, list[Any]]:
         ns, sel = self.namespace, self.selector
@@ -118,6 +120,15 @@ class Observer:
         if self.secret_selector is not None:
             facts["secrets"] = self.reader.items(
                 namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
+            )
+        if self.backups:
+            # Every EtcdBackup of the namespace: the plan picks this cluster's (by clusterName,
+            # which no label carries) for the snapshot a minor upgrade starts with.
+            facts["backups"] = self.reader.items(
+                namespaced(BACKUP_GROUP_VERSION, ns, "etcdbackups"),
+                "",
+                "EtcdBackup",
+                BACKUP_GROUP_VERSION,
             )
         return facts
 
@@ -179,6 +190,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         selector=params["selector"],
         secret_selector=params.get("secret_selector"),
         timeout=float(etcd.get("timeout") or 5),
+        backups=bool(params.get("backups")),
     )
     forward = etcd.get("port_forward")
     forwarder = (

@@ -44,6 +44,11 @@ ANN_REMOVING = f"{GROUP}/removing"
 ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
 # On the EtcdCluster: the EtcdRestore that writes its first member, so it never seeds an empty one.
 ANN_RESTORE = f"{GROUP}/restore"
+# On the EtcdCluster, set to a version: upgrade to it without the snapshot a minor upgrade
+# otherwise starts with (a person's decision, written down).
+ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
+# On the one-off EtcdBackup taken before a minor upgrade: the minor it is taken for.
+LABEL_BEFORE_UPGRADE = f"{GROUP}/before-upgrade"
 # A member Pod carries what it was made from.
 ANN_POD_HASH = f"{GROUP}/pod-hash"
 LABEL_CLUSTER = f"{GROUP}/cluster"
@@ -121,6 +126,7 @@ ACT_STEPS = (
     "remove",
     "roll",
     "grow",
+    "upgrade_backup",
 )
 
 
@@ -595,6 +601,7 @@ class _Observed:
             _meta(self.obj).get("namespace") or self.options.get("namespace") or ""
         )
         self.spec = normalize_spec(self.obj, self.options)
+        self.backups = list(facts.get("backups") or [])
         pods_list = list(facts.get("pods") or [])
         claims_list = list(facts.get("claims") or [])
         self.pods = {_member_of(p): p for p in pods_list}
@@ -728,6 +735,157 @@ def _record(o: _Observed, fenced: set[str]) -> list[dict[str, str]]:
                 }
             )
     return out
+
+
+# --- the snapshot a minor upgrade starts with ---------------------------------------------
+
+
+def before_upgrade_name(cluster: str, minor: str) -> str:
+    """The one-off EtcdBackup's name: its Job's name adds 11 characters and must stay within
+    63, so a long cluster name is cut and made unique again by a hash of it."""
+    suffix = f"-before-{minor.replace('.', '-')}"
+    if len(cluster) + len(suffix) <= 52:
+        return cluster + suffix
+    digest = hashlib.sha256(cluster.encode()).hexdigest()[:6]
+    return f"{cluster[: 52 - len(suffix) - 7]}-{digest}{suffix}"
+
+
+def _minor_of(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _backups_of(o: _Observed) -> list[dict[str, Any]]:
+    return [
+        b
+        for b in o.backups
+        if (b.get("spec") or {}).get("clusterName") == o.name and not _deleting(b)
+    ]
+
+
+def upgrade_snapshot(o: _Observed) -> dict[str, Any]:
+    """The verified snapshot taken before the upgrade to the spec's minor, as status records
+    it; empty when there is none."""
+    minor = _minor_of(o.spec["version"])
+    for backup in _backups_of(o):
+        if labels_of(backup).get(LABEL_BEFORE_UPGRADE) != minor:
+            continue
+        last = (backup.get("status") or {}).get("lastSnapshot") or {}
+        if last.get("location") and last.get("sha256"):
+            return {
+                "version": minor,
+                "backup": str(_meta(backup).get("name")),
+                "location": last["location"],
+                "sha256": last["sha256"],
+                "revision": last.get("revision"),
+                "time": last.get("time"),
+            }
+    return {}
+
+
+def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> dict[str, Any]:
+    """A one-off EtcdBackup to the destination of the cluster's own EtcdBackup, under a prefix
+    of its own (`<prefix>/before-upgrade`) so the schedule's retention never prunes it; owned
+    by the EtcdCluster, and labelled so its progress queues the cluster."""
+    s3 = dict(((source.get("spec") or {}).get("destination") or {}).get("s3") or {})
+    s3["prefix"] = "/".join(
+        p for p in (str(s3.get("prefix") or "").strip("/"), "before-upgrade") if p
+    )
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {
+            "name": before_upgrade_name(o.name, minor),
+            "namespace": o.namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "etcd-runbook-operator",
+                LABEL_CLUSTER: o.name,
+                LABEL_BEFORE_UPGRADE: minor,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "EtcdCluster",
+                    "name": o.name,
+                    "uid": str(_meta(o.obj).get("uid") or ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"clusterName": o.name, "destination": {"s3": s3}},
+    }
+
+
+def _upgrade_gate(o: _Observed, roll: list[str], running: dict[str, str]) -> dict[str, Any]:
+    """Whether a roll may start: a roll that takes a member to a newer minor waits for a
+    verified snapshot (to the cluster's EtcdBackup's destination), unless a person wrote down
+    that this version goes without one. Returns `create` (the one-off EtcdBackup to make),
+    `waiting` (why the roll waits) or `refusal`; empty when the roll may go."""
+    target = o.spec["version"]
+    minor = _minor_of(target)
+    if not any(
+        version_tuple(running[n])[:2] < version_tuple(target)[:2] for n in roll if n in running
+    ):
+        return {}
+    if annotations_of(o.obj).get(ANN_UPGRADE_WITHOUT_SNAPSHOT) == target:
+        return {}
+    if upgrade_snapshot(o):
+        return {}
+    name = before_upgrade_name(o.name, minor)
+    taken = next((b for b in _backups_of(o) if _meta(b).get("name") == name), None)
+    if taken is not None:
+        status = taken.get("status") or {}
+        if status.get("phase") == "Failed":
+            why = next(
+                (
+                    c.get("message")
+                    for c in status.get("conditions") or []
+                    if c.get("type") == "Degraded"
+                ),
+                "",
+            )
+            return {
+                "refusal": _refusal(
+                    "UpgradeSnapshotFailed",
+                    "spec.version",
+                    f"spec.version {target}: not upgrading: the snapshot it starts with failed "
+                    f"(EtcdBackup {name}: {why or 'see its conditions'}). Fix the cause and "
+                    "delete EtcdBackup "
+                    f"{name} to take it again, or annotate the EtcdCluster "
+                    f"{ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
+                )
+            }
+        return {
+            "waiting": f"taking a snapshot before the upgrade to {target} (EtcdBackup {name}); "
+            "the roll starts once it is verified"
+        }
+    sources = sorted(
+        (
+            b
+            for b in _backups_of(o)
+            if LABEL_BEFORE_UPGRADE not in labels_of(b)
+            and (((b.get("spec") or {}).get("destination") or {}).get("s3"))
+        ),
+        key=lambda b: str(_meta(b).get("name")),
+    )
+    if not sources:
+        return {
+            "refusal": _refusal(
+                "UpgradeNeedsSnapshot",
+                "spec.version",
+                f"spec.version {target}: not upgrading yet: a minor upgrade starts with a verified "
+                "snapshot, and no EtcdBackup to S3 saves this cluster. Create one (the snapshot "
+                "goes to its destination), or annotate the EtcdCluster "
+                f"{ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one. The members "
+                "keep their version meanwhile",
+            )
+        }
+    return {
+        "create": _before_upgrade_backup(o, sources[0], minor),
+        "waiting": f"taking a snapshot before the upgrade to {target} (EtcdBackup {name}, to the "
+        f"destination of EtcdBackup {_meta(sources[0]).get('name')}); the roll starts once it is "
+        "verified",
+    }
 
 
 def plan(facts: dict[str, Any]) -> dict[str, Any]:
@@ -886,6 +1044,12 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
                 )
             else:
                 roll = roll_order(differs, o.leader)
+    # A minor upgrade starts from a verified snapshot, or not at all.
+    gate = _upgrade_gate(o, roll, running) if roll else {}
+    if gate.get("refusal"):
+        refusals.append(gate["refusal"])
+    if gate:
+        roll = []
     # Leadership goes first to a member already rolled, else to another healthy voter.
     others = [m["name"] for m in o.voters if m.get("healthy") and m["name"] != o.leader]
     transferee = next((n for n in roll if n != o.leader), others[0] if others else "")
@@ -937,6 +1101,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "roll": roll,
         "transferee": transferee if o.trusted else "",
         "lost_data": lost_data,
+        "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
+        "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
+        "upgrade_snapshot": upgrade_snapshot(o),
         "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
         "tls_missing": [
             purpose
@@ -1107,6 +1274,8 @@ def report(
         progressing = (False, refusals[0]["reason"], refusals[0]["message"])
     elif waiting := _waiting_for_restore(o):
         progressing = (True, "WaitingForRestore", waiting)
+    elif p["upgrade_waiting"]:
+        progressing = (True, "SnapshotBeforeUpgrade", p["upgrade_waiting"])
     elif not sized or not rolled or a_reason == "Creating":
         progressing = (
             True,
@@ -1136,6 +1305,8 @@ def report(
     }
     if p["cluster_id"]:
         status["clusterID"] = p["cluster_id"]
+    if p["upgrade_snapshot"]:
+        status["upgradeSnapshot"] = p["upgrade_snapshot"]
     return {
         "phase": phase,
         "failed": bool(refusals) or (not available and a_reason != "Creating"),

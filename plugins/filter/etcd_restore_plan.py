@@ -7,9 +7,9 @@ runbook never starts an empty first member for such a cluster), then the first m
 marked `restore-pending` (the cluster runbook never starts a Pod on such a claim), then a Job
 on that claim:
 
-1. `fetch` (the operator's image, `playbooks/etcd-restore.yml`): downloads the object, checking
-   its sha256 against the one expected and etcd's own hash, into an emptyDir; a corrupt or
-   truncated object fails here and nothing is written to the claim;
+1. `fetch` (the operator's image, `playbooks/etcd-restore-fetch.yml`): downloads the object,
+   checking its sha256 against the one expected and etcd's own hash, into an emptyDir; a
+   corrupt or truncated object fails here and nothing is written to the claim;
 2. `restore` (the etcd image of the new cluster's version): etcd's own tool writes the data
    dir with the first member's name and peer URL, a new cluster token, revisions bumped by a
    billion and the old ones marked compacted, so a watcher resuming from an old revision is
@@ -339,7 +339,7 @@ def restore_job(
                 "image": image,
                 "imagePullPolicy": options.get("image_pull_policy", "IfNotPresent"),
                 "workingDir": WORKDIR,
-                "command": ["/opt/venv/bin/ansible-playbook", "playbooks/etcd-restore.yml"],
+                "command": ["/opt/venv/bin/ansible-playbook", "playbooks/etcd-restore-fetch.yml"],
                 "env": env,
                 "volumeMounts": fetch_mounts,
                 "terminationMessagePath": TERMINATION_LOG,
@@ -768,6 +768,27 @@ def _report(
     return {"status": new, "conditions": conditions, "events": events}
 
 
+def status_of(report: dict[str, Any], restore: dict[str, Any], now: str) -> dict[str, Any]:
+    """The status a run by hand writes (the watcher does this for the operator's runs): the
+    report's fields and its conditions as a list, each keeping its lastTransitionTime while
+    its status stays."""
+    old = {c.get("type"): c for c in (restore.get("status") or {}).get("conditions") or []}
+    generation = _meta(restore).get("generation")
+    conditions = []
+    for kind, condition in report["conditions"].items():
+        before = old.get(kind) or {}
+        same = before.get("status") == condition["status"] and before.get("lastTransitionTime")
+        conditions.append(
+            {
+                "type": kind,
+                **condition,
+                "lastTransitionTime": before["lastTransitionTime"] if same else now,
+                "observedGeneration": generation,
+            }
+        )
+    return {**report["status"], "conditions": conditions}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"etcd_restore_plan": plan}
+        return {"etcd_restore_plan": plan, "etcd_restore_status": status_of}

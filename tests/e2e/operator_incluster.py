@@ -45,12 +45,14 @@ def deploy(k8s: K8sCluster) -> str:
     k8s.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
     )
-    # hack/run-operator-as-sa (the benchmarks) scales the Deployment to 0; a new annotation
-    # value rolls the Pod onto the image just imported under the same :dev tag.
-    k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
+    # A new annotation value rolls the Pod onto the image just imported under the same :dev
+    # tag. The template first, then the replicas (hack/run-operator-as-sa and tests scale the
+    # Deployment to 0): scaling first started a Pod of the old template that was replaced at
+    # once, and a wait on every operator Pod then waited for that one too.
     annotations = {"etcd.runbook.io/image": f"key-{key}"}
     patch = json.dumps({"spec": {"template": {"metadata": {"annotations": annotations}}}})
     k8s.kubectl("-n", NAMESPACE, "patch", "deployment", DEPLOYMENT, "--type=merge", "-p", patch)
+    k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
     k8s.kubectl(
         "-n",
         NAMESPACE,

@@ -71,23 +71,27 @@ def jobs_of(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
     return list(get(k8s, ns, "jobs", "-l", f"etcd.runbook.io/backup={name}")["items"])
 
 
-def backup_by_hand(k8s: K8sCluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    """playbooks/etcd-backup.yml as a person runs it: a kubeconfig, kubectl on PATH."""
-    env = {
+def playbook_by_hand(
+    k8s: K8sCluster, playbook: str, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A playbook as a person runs it: a kubeconfig, kubectl on PATH, no S3 keys in the
+    environment (they come from the Secret named, as documented)."""
+    environment = {
         **os.environ,
         "KUBECONFIG": str(k8s.kubeconfig),
         "PATH": f"{k8s.kubectl_path.parent}:{os.environ['PATH']}",
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        **(env or {}),
     }
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        env.pop(variable, None)  # from the Secret named, as documented
+        environment.pop(variable, None)
     return subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "playbooks/etcd-backup.yml", *extra],
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), playbook, *extra],
         cwd=REPO,
-        env=env,
+        env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
     )
 
@@ -174,11 +178,11 @@ def test_backup_to_s3_once_and_refusals(
         # By hand, with only a kubeconfig: --check saves nothing, then a run saves one more.
         by_hand = ["-e", f"cluster={name}", "-e", f"namespace={ns}", "-e", f"s3_endpoint={url}"]
         by_hand += ["-e", f"bucket={bucket}", "-e", "prefix=by-hand", "-e", "credentials_secret=s3"]
-        checked = backup_by_hand(k8s, *by_hand, "--check")
+        checked = playbook_by_hand(k8s, "playbooks/etcd-backup.yml", *by_hand, "--check")
         assert checked.returncode == 0, checked.stdout[-3000:]
         assert "would stream a snapshot of" in checked.stdout
         assert not list(store.list_objects(bucket, "by-hand/", recursive=True))
-        saved = backup_by_hand(k8s, *by_hand)
+        saved = playbook_by_hand(k8s, "playbooks/etcd-backup.yml", *by_hand)
         assert saved.returncode == 0, saved.stdout[-3000:]
         hand = [o.object_name for o in store.list_objects(bucket, "by-hand/", recursive=True)]
         assert len(hand) == 2 and hand[0].startswith(f"by-hand/{ns}/{name}/"), hand

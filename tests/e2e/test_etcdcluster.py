@@ -4,6 +4,7 @@ ansible-runner inside it."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -22,7 +23,9 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
+from tests.e2e.test_etcdbackup import backup, credentials_secret
 from tests.k8s_cluster import REPO, K8sCluster
+from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -206,7 +209,7 @@ def test_operator_rbac_is_least_privilege(k8s_cluster: K8sCluster, operator_api:
 
 
 def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, object_store: ObjectStore
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "upgrade"
     apply(k8s, ns, etcd_cluster(name, version="3.5.35"))
@@ -214,10 +217,29 @@ def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
     before = {m["name"]: m["id"] for m in obj["status"]["members"]}
     first = sorted(before)[0]
     assert etcdctl(k8s, ns, first, "put", "upgrade/key", "kept").strip() == "OK"
+    uids = sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name))
 
     k8s.kubectl(
         "-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"version":"3.6.16"}}'
     )
+
+    # No EtcdBackup saves the cluster: the upgrade is refused, naming the field, nothing rolls.
+    def refused() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        c = condition(o, "Degraded")
+        return o if c.get("reason") == "UpgradeNeedsSnapshot" else {}
+
+    obj = k8s.wait_for(refused, timeout=120, interval=2, what="Degraded UpgradeNeedsSnapshot")
+    assert "spec.version" in condition(obj, "Degraded")["message"]
+    assert sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name)) == uids
+
+    # An EtcdBackup for the cluster: the upgrade takes its own snapshot to that destination
+    # first, and rolls only once it is verified.
+    bucket = f"e2e-{secrets.token_hex(4)}"
+    with object_store.port_forward() as url:
+        object_store.client(url).make_bucket(bucket)
+    credentials_secret(k8s, ns, "s3", object_store.access_key, object_store.secret_key)
+    apply(k8s, ns, backup("nightly", name, object_store.endpoint, bucket, "s3"))
 
     def rolled() -> dict[str, Any]:
         o = get(k8s, ns, "etcd", name)
@@ -247,6 +269,22 @@ def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
     assert sorted(roll) == sorted(before), roll
     moved = events(k8s, ns, "LeaderMoved")
     assert [e["message"].split()[3] for e in moved] == [roll[-1]], [e["message"] for e in moved]
+
+    # The snapshot came first, verified, apart from the schedule's (its own prefix), and status
+    # and the roll's Event say where it is.
+    taken = obj["status"]["upgradeSnapshot"]
+    assert taken["version"] == "3.6" and taken["backup"] == "upgrade-before-3-6"
+    assert taken["location"].startswith(f"s3://{bucket}/e2e/before-upgrade/{ns}/{name}/")
+    pre = get(k8s, ns, "etcdbackup", "upgrade-before-3-6")
+    assert pre["status"]["lastSnapshot"]["sha256"] == taken["sha256"]
+    assert events(k8s, ns, "SnapshotBeforeUpgrade")
+    assert taken["location"] in started[0]["message"]
+    first_roll = min(
+        e.get("eventTime") or e.get("firstTimestamp") or e["metadata"]["creationTimestamp"]
+        for e in rolled_members
+    )
+    # To the second: ISO times of different precision do not compare as strings.
+    assert taken["time"][:19] <= first_roll[:19], (taken["time"], first_roll)
 
 
 def test_namespaced_mode_denies_secrets_outside_the_watched_namespaces(

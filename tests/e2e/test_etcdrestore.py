@@ -27,7 +27,8 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.e2e.test_etcdbackup import backup, credentials_secret
+from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
+from tests.e2e.test_etcdbackup import backup, credentials_secret, playbook_by_hand
 from tests.k8s_cluster import K8sCluster
 from tests.object_store import ObjectStore
 
@@ -60,6 +61,14 @@ def wait_restore(k8s: K8sCluster, ns: str, name: str, phases: set[str], timeout:
         return obj if obj.get("status", {}).get("phase") in phases else {}
 
     return k8s.wait_for(reached, timeout=timeout, interval=3, what=f"{name} in {phases}")
+
+
+def keys_of(k8s: K8sCluster, ns: str, member: str) -> dict[str, str]:
+    got = json.loads(etcdctl(k8s, ns, member, "get", "/e2e/", "--prefix", "-w", "json"))
+    return {
+        base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode()
+        for kv in got.get("kvs", [])
+    }
 
 
 def revision_of(k8s: K8sCluster, ns: str, member: str) -> int:
@@ -148,12 +157,7 @@ def test_backup_delete_and_restore_into_a_new_cluster(
         assert status["clusterID"] == new["status"]["clusterID"] != old["status"]["clusterID"]
 
         member = pods(k8s, ns, name)[0]["metadata"]["name"]
-        got = json.loads(etcdctl(k8s, ns, member, "get", "/e2e/", "--prefix", "-w", "json"))
-        values = {
-            base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode()
-            for kv in got.get("kvs", [])
-        }
-        assert values == {f"/e2e/key-{i:03d}": f"value-{i}" for i in range(KEYS)}
+        assert keys_of(k8s, ns, member) == {f"/e2e/key-{i:03d}": f"value-{i}" for i in range(KEYS)}
         assert revision_of(k8s, ns, member) > old_revision + 999_999_000
 
         # A watcher resuming from a revision it saw before is told it was compacted.
@@ -183,3 +187,43 @@ def test_backup_delete_and_restore_into_a_new_cluster(
         )
         assert "compacted" in (watch.stdout + watch.stderr), watch
         assert "value-0" not in watch.stdout
+
+        if isinstance(operator, InClusterOperator):
+            restore_by_hand(k8s, ns, operator)
+
+
+def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> None:
+    """Break-glass, the operator down: playbooks/etcd-restore.yml drives an EtcdRestore until
+    its data is written, writing its status; playbooks/etcdcluster.yml starts the member."""
+    deployment = get(k8s, NAMESPACE, "deployment", DEPLOYMENT)
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0")
+    k8s.wait_for(
+        lambda: not get(k8s, NAMESPACE, "pods", "-l", SELECTOR)["items"],
+        timeout=120,
+        what="the operator stopped",
+    )
+    try:
+        apply(k8s, ns, restore("hand", "by-hand", {"backupName": "nightly"}, size=1))
+        args = ["-e", "restore=hand", "-e", f"namespace={ns}", "-e", f"image={image}"]
+        checked = playbook_by_hand(k8s, "playbooks/etcd-restore.yml", *args, "--check", "--diff")
+        assert checked.returncode == 0, checked.stdout[-3000:]
+        assert [c["metadata"]["name"] for c in get(k8s, ns, "etcd")["items"]] == ["origin"]
+        ran = playbook_by_hand(k8s, "playbooks/etcd-restore.yml", *args)
+        assert ran.returncode == 0, ran.stdout[-3000:]
+        hand = get(k8s, ns, "etcdrestore", "hand")
+        assert hand["status"]["phase"] == "Starting", hand["status"]
+        assert condition(hand, "Progressing")["reason"] == "MembersStarting"
+        started = playbook_by_hand(
+            k8s, "playbooks/etcdcluster.yml", "-e", "name=by-hand", "-e", f"namespace={ns}"
+        )
+        assert started.returncode == 0, started.stdout[-3000:]
+        assert keys_of(k8s, ns, "by-hand-0") == {
+            f"/e2e/key-{i:03d}": f"value-{i}" for i in range(KEYS)
+        }
+    finally:
+        operator.start()
+        operator.wait_running()
+    # The operator back: it finds the cluster Available and closes the restore.
+    done = wait_restore(k8s, ns, "hand", {"Succeeded", "Failed"}, 240)
+    assert done["status"]["phase"] == "Succeeded", done["status"]

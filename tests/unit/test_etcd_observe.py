@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.etcd_errors import EtcdInputError
 from ansible.module_utils.etcd_observe import (
+    Observer,
     ask_etcd,
     check,
     dns_endpoints,
@@ -96,3 +97,21 @@ def test_member_healthy():
     info = {"members": [{"name": "a", "healthy": True}, {"name": "b", "healthy": False}]}
     assert member_healthy(info, "a") and not member_healthy(info, "b")
     assert not member_healthy(info, "c") and not member_healthy({}, "a")
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
+        self.listed.append(path)
+        return []
+
+
+@pytest.mark.parametrize("backups", [False, True])
+def test_the_namespaces_backups_are_listed_only_when_asked(backups):
+    reader = _Reader()
+    facts = Observer(reader, "ns", "a=b", None, 5.0, backups=backups).kubernetes()
+    listed = "/apis/etcd.runbook.io/v1alpha1/namespaces/ns/etcdbackups"
+    assert (listed in reader.listed) == backups
+    assert ("backups" in facts) == backups

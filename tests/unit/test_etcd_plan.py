@@ -759,13 +759,133 @@ def test_tls_secrets_must_look_like_tls_material_for_this_cluster(seen, reason, 
 # --- rolling -------------------------------------------------------------------------------
 
 
-def test_a_version_change_rolls_followers_first_and_the_leader_last():
+def minor_upgrade(*backups: dict[str, Any], annotation: str = "") -> dict[str, Any]:
+    """A healthy 3.5 cluster whose spec asks for 3.6, with the EtcdBackups of its namespace."""
     facts = healthy3(version="3.6.16")
+    if annotation:
+        facts["object"]["metadata"]["annotations"] = {ep.ANN_UPGRADE_WITHOUT_SNAPSHOT: annotation}
     facts["claims"] = [claim(i, version="3.5.35") for i in range(3)]
     facts["pods"] = [pod(i, version="3.5.35") for i in range(3)]
     facts["info"] = info([member(i) for i in range(3)], leader=0)
-    p = ep.plan(facts)
+    facts["backups"] = list(backups)
+    return facts
+
+
+def etcd_backup(
+    name: str, cluster: str = "e", before: str = "", phase: str = "", snapshot: bool = False
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase} if phase else {}
+    if phase == "Failed":
+        status["conditions"] = [{"type": "Degraded", "status": "True", "message": "S3AuthFailed"}]
+    if snapshot:
+        status["lastSnapshot"] = {"location": "s3://b/k.db", "sha256": "f" * 64, "revision": 9}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {ep.LABEL_BEFORE_UPGRADE: before} if before else {},
+        },
+        "spec": {
+            "clusterName": cluster,
+            "destination": {
+                "s3": {
+                    "endpoint": "http://s3:9000",
+                    "bucket": "b",
+                    "prefix": "p/",
+                    "credentialsSecret": "c",
+                }
+            },
+        },
+        "status": status,
+    }
+
+
+def test_a_version_change_rolls_followers_first_and_the_leader_last():
+    p = ep.plan(minor_upgrade(annotation="3.6.16"))
     assert p["roll"] == ["e-1", "e-2", "e-0"]
+    assert p["refusals"] == []
+
+
+@pytest.mark.parametrize(
+    ("backups", "annotation", "refused", "waiting", "creates"),
+    [
+        # No EtcdBackup saves the cluster: refused, naming the field and the way out.
+        ([], "", "UpgradeNeedsSnapshot", False, False),
+        ([etcd_backup("other", cluster="x")], "", "UpgradeNeedsSnapshot", False, False),
+        # Written down for another version: still refused.
+        ([], "3.6.15", "UpgradeNeedsSnapshot", False, False),
+        # The cluster's EtcdBackup: a one-off to its destination, and the roll waits.
+        ([etcd_backup("nightly")], "", "", True, True),
+        # Taken but not verified yet: the roll waits, nothing made twice.
+        ([etcd_backup("nightly"), etcd_backup("e-before-3-6", before="3.6")], "", "", True, False),
+        (
+            [etcd_backup("e-before-3-6", before="3.6", phase="Running")],
+            "",
+            "",
+            True,
+            False,
+        ),
+        # It failed: refused, with the backup's words, until it is taken again or waived.
+        (
+            [etcd_backup("e-before-3-6", before="3.6", phase="Failed")],
+            "",
+            "UpgradeSnapshotFailed",
+            False,
+            False,
+        ),
+    ],
+)
+def test_a_minor_upgrade_waits_for_a_verified_snapshot(
+    backups, annotation, refused, waiting, creates
+):
+    p = ep.plan(minor_upgrade(*backups, annotation=annotation))
+    assert p["roll"] == []
+    assert [r["reason"] for r in p["refusals"]] == ([refused] if refused else [])
+    if refused:
+        assert p["refusals"][0]["field"] == "spec.version"
+        assert p["refusals"][0]["message"].startswith("spec.version 3.6.16: ")
+        assert ep.ANN_UPGRADE_WITHOUT_SNAPSHOT in p["refusals"][0]["message"]
+    assert bool(p["upgrade_waiting"]) == waiting
+    assert bool(p["upgrade_backup"]) == creates
+    assert p["steps"] == creates
+    report = ep.report(minor_upgrade(*backups, annotation=annotation))
+    if waiting:
+        progressing = report["conditions"]["Progressing"]
+        assert (progressing["status"], progressing["reason"]) == ("True", "SnapshotBeforeUpgrade")
+        assert report["conditions"]["Degraded"]["status"] == "False"
+
+
+def test_the_snapshot_before_an_upgrade_goes_where_the_clusters_backups_go_but_apart():
+    (made,) = ep.plan(minor_upgrade(etcd_backup("nightly")))["upgrade_backup"]
+    assert made["metadata"]["name"] == "e-before-3-6"
+    assert made["metadata"]["labels"][ep.LABEL_BEFORE_UPGRADE] == "3.6"
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "EtcdCluster"
+    # Its own prefix: the schedule's retention never prunes it. Once, no schedule.
+    assert made["spec"]["destination"]["s3"]["prefix"] == "p/before-upgrade"
+    assert made["spec"]["destination"]["s3"]["bucket"] == "b"
+    assert set(made["spec"]) == {"clusterName", "destination"}
+
+
+def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():
+    backups = [etcd_backup("e-before-3-6", before="3.6", phase="Succeeded", snapshot=True)]
+    p = ep.plan(minor_upgrade(*backups))
+    assert p["roll"] == ["e-1", "e-2", "e-0"] and p["refusals"] == []
+    assert p["upgrade_snapshot"]["location"] == "s3://b/k.db"
+    status = ep.report(minor_upgrade(*backups))["status"]
+    assert status["upgradeSnapshot"]["backup"] == "e-before-3-6"
+    assert status["upgradeSnapshot"]["sha256"] == "f" * 64
+
+
+def test_a_waiver_for_this_version_rolls_without_a_snapshot():
+    p = ep.plan(minor_upgrade(annotation="3.6.16"))
+    assert p["roll"] and not p["upgrade_backup"] and not p["upgrade_waiting"]
+
+
+@pytest.mark.parametrize("cluster", ["e", "a" * 44, "b" * 50])
+def test_the_before_upgrade_backup_name_leaves_room_for_its_jobs(cluster):
+    name = ep.before_upgrade_name(cluster, "3.6")
+    assert len(name) <= 52 and name.endswith("-before-3-6")
+    assert name != ep.before_upgrade_name(cluster[:-1] + "z", "3.6")
 
 
 @pytest.mark.parametrize(

@@ -218,7 +218,7 @@ def test_the_job_fetches_then_restores_with_a_new_token_and_bumped_revisions():
     # Credentials only by reference; the key is data in the environment, never an argument.
     secret_refs = [e for e in fetch["env"] if "valueFrom" in e]
     assert {e["valueFrom"]["secretKeyRef"]["name"] for e in secret_refs} == {"creds"}
-    assert fetch["command"] == ["/opt/venv/bin/ansible-playbook", "playbooks/etcd-restore.yml"]
+    assert fetch["command"][1] == "playbooks/etcd-restore-fetch.yml"
     (restore_c,) = pod["containers"]
     assert restore_c["image"].endswith(":v3.6.16")
     command = restore_c["command"]
@@ -412,3 +412,19 @@ def test_version_refusal(snapshot, target_version, ok):
 )
 def test_failure_reason_of_etcds_tool(message, reason):
     assert rp.failure_reason(message) == reason
+
+
+def test_the_status_a_run_by_hand_writes_keeps_transition_times():
+    obj = restore(
+        phase="Restoring",
+        conditions=[
+            {"type": "Progressing", "status": "True", "lastTransitionTime": "then"},
+            {"type": "Degraded", "status": "True", "lastTransitionTime": "then"},
+        ],
+    )
+    report = run(obj, cluster=ours(), claims=[claim()], job=job())["report"]
+    status = rp.status_of(report, obj, "now")
+    times = {c["type"]: c["lastTransitionTime"] for c in status["conditions"]}
+    assert times == {"Available": "now", "Progressing": "then", "Degraded": "now"}
+    assert status["phase"] == "Restoring"
+    assert {c["observedGeneration"] for c in status["conditions"]} == {1}

@@ -45,6 +45,7 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
     assert [(d.kind, d.plural, d.preempt_on_loss) for d in w.dependents] == [
         ("Pod", "pods", True),
         ("PersistentVolumeClaim", "persistentvolumeclaims", False),
+        ("EtcdBackup", "etcdbackups", False),
     ]
     assert w.owner_label == "etcd.runbook.io/cluster" and not w.pass_spec_parameters
     assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"

@@ -19,6 +19,7 @@ version_added: "0.3.0"
 author: etcd runbook operator maintainers
 extends_documentation_fragment:
   - etcd_kube
+  - etcd_own_pod
 options:
   namespace:
     description: Namespace of the EtcdBackup.
@@ -37,26 +38,6 @@ options:
   claim:
     description: A PersistentVolumeClaim name to look for in O(namespace).
     type: str
-  own_pod:
-    description: A Pod whose container image to return.
-    type: dict
-    suboptions:
-      namespace:
-        description: The Pod's namespace.
-        type: str
-        required: true
-      name:
-        description: The Pod's name.
-        type: str
-        required: true
-      container:
-        description: The container; the first one when it has no container of this name.
-        type: str
-        default: manager
-  timeout:
-    description: Seconds each API request may take.
-    type: float
-    default: 30
 attributes:
   check_mode:
     support: full
@@ -116,7 +97,7 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_backup_observe import observe_backup
+from ansible.module_utils.etcd_backup_observe import observe_backup, own_pod_argument_spec
 from ansible.module_utils.etcd_errors import EtcdModuleError
 from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
 
@@ -128,16 +109,8 @@ def argument_spec() -> dict[str, Any]:
         "cluster": {"type": "str"},
         "credentials_secret": {"type": "str", "no_log": False},
         "claim": {"type": "str"},
-        "own_pod": {
-            "type": "dict",
-            "options": {
-                "namespace": {"type": "str", "required": True},
-                "name": {"type": "str", "required": True},
-                "container": {"type": "str", "default": "manager"},
-            },
-        },
         **kube_argument_spec(),
-        "timeout": {"type": "float", "default": 30},
+        **own_pod_argument_spec(),
     }
 
 

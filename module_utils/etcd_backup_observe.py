@@ -19,6 +19,22 @@ class Reader(Protocol):
     def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list[Any]: ...
 
 
+def own_pod_argument_spec() -> dict[str, Any]:
+    """The options naming the operator's own Pod, and the API timeout (doc fragment
+    etcd_own_pod), shared by the observe modules of the runbooks that run Jobs."""
+    return {
+        "own_pod": {
+            "type": "dict",
+            "options": {
+                "namespace": {"type": "str", "required": True},
+                "name": {"type": "str", "required": True},
+                "container": {"type": "str", "default": "manager"},
+            },
+        },
+        "timeout": {"type": "float", "default": 30},
+    }
+
+
 def container_image(pod: dict[str, Any] | None, container: str) -> str:
     containers = ((pod or {}).get("spec") or {}).get("containers") or []
     chosen = [c for c in containers if c.get("name") == container] or containers[:1]

@@ -666,7 +666,9 @@ def _report(
     status = restore.get("status") or {}
     name = str((restore.get("spec") or {}).get("cluster", {}).get("name") or "")
     new: dict[str, Any] = {}
-    if status.get("phase") == "Succeeded":
+    # Done once recorded, or now that the cluster runs on the restored data (unless refused
+    # or the Job failed, which say so first).
+    if status.get("phase") == "Succeeded" or (available and not refusals and state != "Failed"):
         phase, progressing = "Succeeded", ("False", "Restored", "the restore is complete")
         degraded = ("False", "AsExpected", "the restore succeeded")
     elif refusals:
@@ -684,10 +686,6 @@ def _report(
             "restore-pending (no member starts on it); delete the EtcdRestore, the "
             f"EtcdCluster {name} and its claims to start over",
         )
-    elif available:
-        phase = "Succeeded"
-        progressing = ("False", "Restored", "the restore is complete")
-        degraded = ("False", "AsExpected", "the restore succeeded")
     elif state == "Succeeded":
         phase = "Starting"
         progressing = (

@@ -816,7 +816,9 @@ def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> 
     }
 
 
-def _upgrade_gate(o: _Observed, roll: list[str], running: dict[str, str]) -> dict[str, Any]:
+def _upgrade_gate(
+    o: _Observed, roll: list[str], running: dict[str, str], snapshot: dict[str, Any]
+) -> dict[str, Any]:
     """Whether a roll may start: a roll that takes a member to a newer minor waits for a
     verified snapshot (to the cluster's EtcdBackup's destination), unless a person wrote down
     that this version goes without one. Returns `create` (the one-off EtcdBackup to make),
@@ -829,7 +831,7 @@ def _upgrade_gate(o: _Observed, roll: list[str], running: dict[str, str]) -> dic
         return {}
     if annotations_of(o.obj).get(ANN_UPGRADE_WITHOUT_SNAPSHOT) == target:
         return {}
-    if upgrade_snapshot(o):
+    if snapshot:
         return {}
     name = before_upgrade_name(o.name, minor)
     taken = next((b for b in _backups_of(o) if _meta(b).get("name") == name), None)
@@ -1045,7 +1047,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             else:
                 roll = roll_order(differs, o.leader)
     # A minor upgrade starts from a verified snapshot, or not at all.
-    gate = _upgrade_gate(o, roll, running) if roll else {}
+    snapshot = upgrade_snapshot(o)
+    gate = _upgrade_gate(o, roll, running, snapshot) if roll else {}
     if gate.get("refusal"):
         refusals.append(gate["refusal"])
     if gate:
@@ -1103,7 +1106,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "lost_data": lost_data,
         "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
-        "upgrade_snapshot": upgrade_snapshot(o),
+        "upgrade_snapshot": snapshot,
         "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
         "tls_missing": [
             purpose

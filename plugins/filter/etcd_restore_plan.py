@@ -81,7 +81,11 @@ class RestoreRefused(ValueError):
         self.reason, self.field, self.message = reason, field, message
 
     def as_dict(self) -> dict[str, str]:
-        return {"reason": self.reason, "field": self.field, "message": self.message}
+        return _refusal(self.reason, self.field, self.message)
+
+
+def _refusal(reason: str, field: str, message: str) -> dict[str, str]:
+    return {"reason": reason, "field": field, "message": message}
 
 
 def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -228,12 +232,12 @@ def version_refusal(snapshot_version: str, target_version: str) -> dict[str, str
     snap, target = _minor(snapshot_version), _minor(target_version)
     if snap is None or target is None or target in (snap, (snap[0], snap[1] + 1)):
         return None
-    return {
-        "reason": "UnsafeVersionChange",
-        "field": "spec.cluster.spec.version",
-        "message": f"spec.cluster.spec.version {target_version} cannot start on a snapshot "
+    return _refusal(
+        "UnsafeVersionChange",
+        "spec.cluster.spec.version",
+        f"spec.cluster.spec.version {target_version} cannot start on a snapshot "
         f"taken from etcd {snapshot_version}: use {snap[0]}.{snap[1]} or {snap[0]}.{snap[1] + 1}",
-    }
+    )
 
 
 def job_name(restore: dict[str, Any]) -> str:
@@ -499,49 +503,49 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
             )
         if cluster and not ours:
             refusals.append(
-                {
-                    "reason": "ClusterExists",
-                    "field": "spec.cluster.name",
-                    "message": f"spec.cluster.name: an EtcdCluster {target['name']} exists; a "
+                _refusal(
+                    "ClusterExists",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: an EtcdCluster {target['name']} exists; a "
                     "restore never overwrites a cluster: choose another name",
-                }
+                )
             )
         foreign = [
             str(_meta(c).get("name"))
-            for c in claims
-            if _annotations(c).get(ANN_RESTORE_UID) != uid and not ours
+            for c in ([] if ours else claims)
+            if _annotations(c).get(ANN_RESTORE_UID) != uid
         ]
         if foreign:
             refusals.append(
-                {
-                    "reason": "ClaimsExist",
-                    "field": "spec.cluster.name",
-                    "message": f"spec.cluster.name: claims of an earlier cluster named "
+                _refusal(
+                    "ClaimsExist",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: claims of an earlier cluster named "
                     f"{target['name']} remain ({', '.join(sorted(foreign))}); the new members "
                     "would start on them: delete them once sure their data is not needed, or "
                     "choose another name",
-                }
+                )
             )
         if seed and _annotations(seed).get(ANN_RESTORE_UID) != uid and ours:
             refusals.append(
-                {
-                    "reason": "ClaimsExist",
-                    "field": "spec.cluster.name",
-                    "message": f"claim {target['claim_name']} was not made by this restore",
-                }
+                _refusal(
+                    "ClaimsExist",
+                    "spec.cluster.name",
+                    f"claim {target['claim_name']} was not made by this restore",
+                )
             )
         if source:
             keys = set(seen.get("secret_keys") or [])
             if not {"accessKeyId", "secretAccessKey"} <= keys:
                 store = source["store"]
                 refusals.append(
-                    {
-                        "reason": "CredentialsInvalid",
-                        "field": f"{store['field']}.credentialsSecret",
-                        "message": f"{store['field']}.credentialsSecret: Secret "
+                    _refusal(
+                        "CredentialsInvalid",
+                        f"{store['field']}.credentialsSecret",
+                        f"{store['field']}.credentialsSecret: Secret "
                         f"{store['credentials_secret']} must exist in this namespace and hold "
                         "accessKeyId and secretAccessKey",
-                    }
+                    )
                 )
         if source and not ours:
             problem = version_refusal(source["etcd_version"], str(target["spec"]["version"]))
@@ -549,20 +553,18 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
                 refusals.append(problem)
         if not target.get("image") and not job:
             refusals.append(
-                {
-                    "reason": "CannotRun",
-                    "field": "",
-                    "message": "the operator's own image is unknown (set ETCD_RUNBOOK_IMAGE)",
-                }
+                _refusal(
+                    "CannotRun", "", "the operator's own image is unknown (set ETCD_RUNBOOK_IMAGE)"
+                )
             )
         if len(job_name(restore)) > MAX_JOB_NAME:
             refusals.append(
-                {
-                    "reason": "InvalidSpec",
-                    "field": "metadata.name",
-                    "message": f"metadata.name: at most {MAX_JOB_NAME - len('-restore')} "
+                _refusal(
+                    "InvalidSpec",
+                    "metadata.name",
+                    f"metadata.name: at most {MAX_JOB_NAME - len('-restore')} "
                     "characters (the restore Job is named after it)",
-                }
+                )
             )
     state = _job_state(job)
     pending = bool(seed) and bool(_annotations(seed).get(ANN_RESTORE_PENDING))

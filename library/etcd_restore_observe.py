@@ -13,6 +13,8 @@ description:
   - With O(backup), reads that EtcdBackup, and returns the key names of the credentials
     Secret its S3 destination names (or O(credentials_secret) when given). The Secret's
     values never leave the module.
+  - Says whether the claim holding the snapshot exists (O(source_claim), else the claim of
+    the EtcdBackup's volume destination).
   - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
     the restore Job's first step runs too).
   - Never changes anything; runs the same in check mode.
@@ -39,6 +41,9 @@ options:
     type: str
   credentials_secret:
     description: A Secret in O(namespace) whose key names to return.
+    type: str
+  source_claim:
+    description: A PersistentVolumeClaim in O(namespace) holding the snapshot.
     type: str
 attributes:
   check_mode:
@@ -86,6 +91,11 @@ secret_keys:
   returned: success
   type: list
   elements: str
+source_claim_found:
+  description: Whether the claim holding the snapshot exists; null when the source is not
+    on a volume.
+  returned: success
+  type: bool
 image:
   description: The image of O(own_pod)'s container; empty without O(own_pod).
   returned: success
@@ -112,6 +122,7 @@ def argument_spec() -> dict[str, Any]:
         "cluster": {"type": "str", "required": True},
         "backup": {"type": "str"},
         "credentials_secret": {"type": "str", "no_log": False},
+        "source_claim": {"type": "str"},
         **kube_argument_spec(),
         **own_pod_argument_spec(),
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: etcd_snapshot
-short_description: Save an etcd snapshot to a file or S3, or restore one into a new data dir
+short_description: Save an etcd snapshot to a file, S3 or a directory, or restore one
 description:
   - O(state=saved) streams a snapshot of one member's database (the leader unless O(member)
     names another) into O(path), the way C(etcdctl snapshot save) does, over the etcd v3
@@ -34,9 +34,14 @@ description:
     without one is unverified. RV(revision) is the member's revision read just before the
     stream started. When O(key) already holds a verified snapshot, nothing is saved unless
     O(force=true).
+  - With O(directory) instead of O(s3) (a mounted volume, or a local directory), O(key) and
+    O(prefix) name files under O(directory) laid out as in a store, manifest included; the
+    snapshot is written to a hidden temp file, checked, fsynced and renamed, so a
+    half-written one is never listed. New directories are created with mode 0700.
   - The store's credentials and bucket are checked (by a listing) before etcd is asked for
     anything.
-  - O(state=fetched) downloads the object O(key) from O(s3) to O(path), checking its size
+  - O(state=fetched) downloads the object O(key) from O(s3) (or copies it from O(directory))
+    to O(path), checking its size
     and sha256 against its manifest (or O(sha256) when given) and etcd's integrity hash on
     the way; the file appears atomically, and a corrupt, truncated or missing object leaves
     O(path) as it was. A snapshot without a manifest needs O(sha256).
@@ -48,7 +53,7 @@ description:
     backwards.
   - Before restoring, etcd's integrity hash inside the file is checked, and the file's
     sha256 is compared with O(sha256) when given.
-  - O(state=restored) with O(s3) and O(key) first fetches the object to O(path) as
+  - O(state=restored) with O(s3) or O(directory) and O(key) first fetches it to O(path) as
     O(state=fetched) does; nothing is written to O(data_dir) unless that succeeded.
   - A non-empty O(data_dir) is never overwritten. When it holds a restore made by this module
     from the same snapshot with the same settings (a marker file
@@ -77,17 +82,23 @@ options:
   path:
     description:
       - The snapshot file. Its directory must exist.
-      - Required, except with O(state=saved) and O(s3), which writes no local file.
+      - Required, except with O(state=saved) and O(s3) or O(directory), which write there.
+    type: path
+  directory:
+    description:
+      - A directory holding snapshots laid out as in a store (a mounted volume); O(key) and
+        O(prefix) are then relative paths under it. Mutually exclusive with O(s3).
+      - With O(state=saved), it must exist and be writable.
     type: path
   key:
     description:
-      - With O(s3), the object key of the snapshot to save, fetch or restore.
-      - Required with O(s3) and O(state=fetched) or O(state=restored). Mutually exclusive
-        with O(prefix).
+      - With O(s3) or O(directory), the key of the snapshot to save, fetch or restore.
+      - Required with O(s3) or O(directory) and O(state=fetched) or O(state=restored).
+        Mutually exclusive with O(prefix).
     type: str
   prefix:
     description:
-      - With O(s3) and O(state=saved), save to a new object named
+      - With O(s3) or O(directory) and O(state=saved), save to a new key named
         C(<prefix>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db) (UTC time; such keys sort by time),
         the naming of the etcd_backup_plan filter's C(etcd_backup_key).
     type: str
@@ -202,6 +213,12 @@ EXAMPLES = r"""
     endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
   register: uploaded
 
+- name: Stream a snapshot onto a mounted volume, under a prefix
+  etcd_snapshot:
+    prefix: prod/etcd
+    directory: /backup
+    endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
+
 - name: Fetch it back, checked against its manifest, then restore it
   etcd_snapshot:
     state: restored
@@ -230,16 +247,16 @@ EXAMPLES = r"""
 RETURN = r"""
 path:
   description: The snapshot file (with O(s3) and O(state=saved), C(s3://bucket/key at
-    endpoint)).
+    endpoint); with O(directory), the file under it).
   returned: always
   type: str
 key:
-  description: The object key of the snapshot in the store.
-  returned: with O(s3)
+  description: The key of the snapshot in the store or directory.
+  returned: with O(s3) or O(directory)
   type: str
 manifest:
   description: The snapshot's manifest, as written (O(state=saved)) or read.
-  returned: with O(s3), when there is one
+  returned: with O(s3) or O(directory), when there is one
   type: dict
 size:
   description: Size of the snapshot file in bytes (in check mode with O(state=saved), the
@@ -291,7 +308,8 @@ msg:
   type: str
 reason:
   description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused),
-    V(S3AuthFailed), V(S3BucketMissing), V(S3ObjectMissing), V(S3Unreachable)).
+    V(S3AuthFailed), V(S3BucketMissing), V(S3ObjectMissing), V(S3Unreachable),
+    V(VolumeMissing), V(VolumeNotWritable), V(VolumeFull), V(SnapshotMissing)).
   returned: failed
   type: str
 """
@@ -316,14 +334,9 @@ from ansible.module_utils.etcd_maintenance_ops import (
     read_revision,
     resolve_member,
 )
-from ansible.module_utils.etcd_s3 import (
-    MANIFEST_FORMAT,
-    S3Error,
-    S3Params,
-    SnapshotStore,
-    describe_snapshot,
-    s3_argument_spec,
-)
+from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
+from ansible.module_utils.etcd_snapshot_catalog import MANIFEST_FORMAT, SnapshotCatalog
+from ansible.module_utils.etcd_snapshot_dir import DirectoryStore
 from ansible.module_utils.etcd_snapshot_io import (
     SnapshotFile,
     SnapshotIntegrityError,
@@ -347,6 +360,7 @@ def argument_spec() -> dict[str, Any]:
         "key": {"type": "str", "no_log": False},
         "prefix": {"type": "str"},
         "s3": s3_argument_spec(),
+        "directory": {"type": "path"},
         "member": {"type": "str"},
         "force": {"type": "bool", "default": False},
         "snapshot_timeout": {"type": "float", "default": 1800.0},
@@ -364,21 +378,22 @@ def argument_spec() -> dict[str, Any]:
 
 def check_combination(params: dict[str, Any]) -> None:
     """What each state needs, beyond what the argument spec can say."""
-    state, s3 = params["state"], params["s3"]
-    if (params["key"] or params["prefix"]) and not s3:
-        raise EtcdInputError("key and prefix name objects in the store: give s3 as well")
-    if state == "saved" and s3:
+    state = params["state"]
+    stored = "s3" if params["s3"] else "directory" if params["directory"] else ""
+    if (params["key"] or params["prefix"]) and not stored:
+        raise EtcdInputError("key and prefix name snapshots in a store: give s3 or directory")
+    if state == "saved" and stored:
         if bool(params["key"]) == bool(params["prefix"]):
-            raise EtcdInputError("state=saved with s3 needs exactly one of key or prefix")
+            raise EtcdInputError(f"state=saved with {stored} needs exactly one of key or prefix")
         if params["path"]:
-            raise EtcdInputError("state=saved with s3 writes no local file: drop path")
+            raise EtcdInputError(f"state=saved with {stored} writes no other file: drop path")
         return
-    if state == "fetched" and not s3:
-        raise EtcdInputError("state=fetched needs s3 and key")
-    if s3 and not params["key"]:
-        raise EtcdInputError(f"state={state} with s3 needs key (the object to read)")
-    if s3 and params["prefix"]:
-        raise EtcdInputError(f"state={state} reads one object: give key, not prefix")
+    if state == "fetched" and not stored:
+        raise EtcdInputError("state=fetched needs s3 or directory, and key")
+    if stored and not params["key"]:
+        raise EtcdInputError(f"state={state} with {stored} needs key (the snapshot to read)")
+    if stored and params["prefix"]:
+        raise EtcdInputError(f"state={state} reads one snapshot: give key, not prefix")
     if not params["path"]:
         raise EtcdInputError(f"state={state} needs path")
 
@@ -403,30 +418,26 @@ def utc_stamp(moment: datetime) -> tuple[str, str]:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ"), moment.strftime("%Y%m%dT%H%M%SZ")
 
 
-def verified_manifest(store: SnapshotStore, key: str) -> dict[str, Any] | None:
-    """The manifest of the verified snapshot at `key`, or None when there is none."""
-    found = store.stat(key)
-    if found is None:
-        return None
-    manifest = store.read_manifest(key)
-    if manifest is None or not describe_snapshot(found, manifest)["verified"]:
-        return None
-    return manifest
+def open_store(params: dict[str, Any]) -> SnapshotStore | DirectoryStore | None:
+    if params["s3"]:
+        return SnapshotStore(S3Params.from_option(params["s3"]))
+    if params["directory"]:
+        return DirectoryStore(params["directory"])
+    return None
 
 
 def save(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    store = None
-    if params["s3"]:
-        store = SnapshotStore(S3Params.from_option(params["s3"]))
-        # Credentials and bucket first: a wrong one must not cost a snapshot stream.
-        store.check_bucket(params["prefix"] or params["key"])
+    store = open_store(params)
+    if store is not None:
+        # Credentials, bucket or volume first: a wrong one must not cost a snapshot stream.
+        store.check_access(params["prefix"] or params["key"], write=True)
         if params["key"] and not params["force"]:
-            manifest = verified_manifest(store, params["key"])
+            manifest = store.verified_manifest(params["key"])
             if manifest is not None:
                 return {
                     "changed": False,
-                    "msg": f"{store.params.where(params['key'])} holds a verified snapshot; "
+                    "msg": f"{store.where(params['key'])} holds a verified snapshot; "
                     "nothing saved (force=false)",
                     **manifest_result(store, params["key"], manifest),
                 }
@@ -459,7 +470,7 @@ def save(module: AnsibleModule) -> dict[str, Any]:
         target = params["path"]
         if store is not None:
             key = params["key"] or snapshot_name(params["prefix"], stamp, revision)
-            target = store.params.where(key)
+            target = store.where(key)
         result: dict[str, Any] = {
             "changed": True,
             "path": target,
@@ -481,6 +492,8 @@ def save(module: AnsibleModule) -> dict[str, Any]:
 
         if store is None:
             saved = save_atomically(target, stream_into, read_back=tool is not None)
+        elif isinstance(store, DirectoryStore):
+            saved = store.save(key, stream_into)
         else:
             saved = upload_snapshot(store, key, stream_into)
         result["duration"] = round(time.monotonic() - started, 3)
@@ -507,9 +520,9 @@ def save(module: AnsibleModule) -> dict[str, Any]:
     return result
 
 
-def manifest_result(store: SnapshotStore, key: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def manifest_result(store: SnapshotCatalog, key: str, manifest: dict[str, Any]) -> dict[str, Any]:
     return {
-        "path": store.params.where(key),
+        "path": store.where(key),
         "key": key,
         "size": manifest.get("size"),
         "sha256": manifest.get("sha256"),
@@ -522,13 +535,17 @@ def fetch(module: AnsibleModule, *, read_back: bool = False) -> dict[str, Any]:
     """Bring object `key` to `path`, verified; the result says whether it was downloaded.
     `read_back`: the caller reads the file at once (a restore)."""
     params = module.params
-    store = SnapshotStore(S3Params.from_option(params["s3"]))
+    store = open_store(params)
+    if store is None:
+        raise EtcdInputError("state=fetched needs s3 or directory")
     key, path = params["key"], params["path"]
-    where = store.params.where(key)
-    store.check_bucket(key)
+    where = store.where(key)
+    store.check_access(key)
     found = store.stat(key)
     if found is None:
-        raise S3Error(f"no snapshot at {where}: nothing was fetched", reason="S3ObjectMissing")
+        raise EtcdModuleError(
+            f"no snapshot at {where}: nothing was fetched", reason=store.missing_reason
+        )
     manifest = store.read_manifest(key)
     recorded = (manifest or {}).get("sha256")
     expected = (params["sha256"] or "").strip().lower() or recorded
@@ -557,6 +574,9 @@ def fetch(module: AnsibleModule, *, read_back: bool = False) -> dict[str, Any]:
         return {**result, "changed": False, "msg": f"{path} already holds {where}"}
     if module.check_mode:
         return {**result, "changed": True, "msg": f"would download {where} to {path}"}
+    if isinstance(store, DirectoryStore):
+        store.copy_out(key, path, sha256=expected, size=size, read_back=read_back)
+        return {**result, "changed": True, "msg": f"copied {where} to {path} ({size} bytes)"}
     download_snapshot(store, key, path, sha256=expected, size=size, read_back=read_back)
     return {**result, "changed": True, "msg": f"downloaded {where} to {path} ({size} bytes)"}
 
@@ -584,7 +604,7 @@ def restored(module: AnsibleModule) -> dict[str, Any]:
         raise EtcdInputError("state=restored needs etcdutl or bin_dir (the target version's)")
     tool = find_tool(params["etcdutl"], params["bin_dir"])
     fetched: dict[str, Any] = {}
-    if params["s3"]:
+    if params["s3"] or params["directory"]:
         fetched = fetch(module, read_back=True)
         if module.check_mode and fetched["changed"]:
             restore_spec(params, fetched["sha256"])  # refuse bad input in check mode too
@@ -642,7 +662,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_together=connection_required_together(),
-        mutually_exclusive=[["etcdutl", "bin_dir"], ["key", "prefix"]],
+        mutually_exclusive=[["etcdutl", "bin_dir"], ["key", "prefix"], ["s3", "directory"]],
         supports_check_mode=True,
     )
     state = module.params["state"]

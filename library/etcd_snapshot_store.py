@@ -1,11 +1,12 @@
 #!/usr/bin/python
-"""Ansible module: list the snapshots under a prefix of an S3-compatible store, or delete some."""
+"""Ansible module: list the snapshots under a prefix of an S3-compatible store or a directory,
+or delete some."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: etcd_snapshot_store
-short_description: List etcd snapshots in an S3-compatible store, or delete some
+short_description: List etcd snapshots in an S3-compatible store or a directory, or delete some
 description:
   - O(state=listed) lists the snapshots under O(prefix) (the objects
     M(etcd_snapshot) saved there), newest first, each with what its manifest records and
@@ -23,9 +24,14 @@ extends_documentation_fragment:
 options:
   s3:
     description:
-      - The store (see the suboptions); required.
+      - The store (see the suboptions). Exactly one of O(s3) and O(directory) is required.
     type: dict
-    required: true
+  directory:
+    description:
+      - A directory holding snapshots laid out as in a store (a mounted volume, where
+        M(etcd_snapshot) saved with O(directory)); O(prefix) and O(keys) are relative paths
+        under it.
+    type: path
   state:
     description:
       - V(listed) only lists; V(absent) deletes O(keys).
@@ -64,6 +70,12 @@ EXAMPLES = r"""
       bucket: etcd-backups
       path_style: true
   register: listing
+
+- name: List the snapshots on a mounted volume
+  etcd_snapshot_store:
+    prefix: prod/etcd/
+    directory: /backup
+  register: on_volume
 
 - name: Delete what retention prunes
   etcd_snapshot_store:
@@ -105,7 +117,7 @@ msg:
   type: str
 reason:
   description: A short word for the failure (V(S3AuthFailed), V(S3BucketMissing),
-    V(S3Unreachable), V(Refused), V(InvalidInput)).
+    V(S3Unreachable), V(VolumeMissing), V(VolumeNotWritable), V(Refused), V(InvalidInput)).
   returned: failed
   type: str
 """
@@ -114,17 +126,15 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
-from ansible.module_utils.etcd_s3 import (
-    S3Params,
-    SnapshotStore,
-    manifest_key,
-    s3_argument_spec,
-)
+from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
+from ansible.module_utils.etcd_snapshot_catalog import SnapshotCatalog, manifest_key
+from ansible.module_utils.etcd_snapshot_dir import DirectoryStore
 
 
 def argument_spec() -> dict[str, Any]:
     return {
-        "s3": {**s3_argument_spec(), "required": True},
+        "s3": s3_argument_spec(),
+        "directory": {"type": "path"},
         "state": {"type": "str", "choices": ["listed", "absent"], "default": "listed"},
         "prefix": {"type": "str", "required": True},
         "keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
@@ -155,8 +165,13 @@ def deletions(listing: dict[str, Any], keys: list[str], prefix: str) -> list[str
 
 def run(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
-    store = SnapshotStore(S3Params.from_option(params["s3"]))
+    store: SnapshotCatalog = (
+        SnapshotStore(S3Params.from_option(params["s3"]))
+        if params["s3"]
+        else DirectoryStore(params["directory"])
+    )
     prefix = params["prefix"]
+    store.check_access(prefix, write=params["state"] == "absent")
     listing = store.snapshots(prefix)
     if params["state"] == "listed":
         if params["keys"]:
@@ -166,7 +181,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         return {
             "changed": False,
             **listing,
-            "msg": f"{count} snapshots under {store.params.where(prefix)}, {verified} verified",
+            "msg": f"{count} snapshots under {store.where(prefix)}, {verified} verified",
         }
     doomed = deletions(listing, params["keys"], prefix)
     before = sorted({s["key"] for s in listing["snapshots"]} | set(listing["orphans"]))
@@ -176,8 +191,8 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         result["diff"] = {
             "before": "\n".join(before) + "\n" if before else "",
             "after": "\n".join(after_keys) + "\n" if after_keys else "",
-            "before_header": store.params.where(prefix),
-            "after_header": store.params.where(prefix),
+            "before_header": store.where(prefix),
+            "after_header": store.where(prefix),
         }
     if not doomed:
         return {**result, **listing, "msg": "nothing to delete"}
@@ -188,12 +203,17 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     return {
         **result,
         **store.snapshots(prefix),
-        "msg": f"deleted {len(doomed)} objects under {store.params.where(prefix)}",
+        "msg": f"deleted {len(doomed)} objects under {store.where(prefix)}",
     }
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=[["s3", "directory"]],
+        required_one_of=[["s3", "directory"]],
+        supports_check_mode=True,
+    )
     try:
         result = run(module)
     except EtcdModuleError as error:

@@ -16,8 +16,8 @@ LABEL_CLUSTER = "etcd.runbook.io/cluster"
 
 
 def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
-    """What `params` asks for, as plain facts. The credentials Secret is the one given, else
-    the one the EtcdBackup's destination names."""
+    """What `params` asks for, as plain facts. The credentials Secret and the claim holding
+    the snapshot are the ones given, else the ones the EtcdBackup's destination names."""
     ns, name, cluster = params["namespace"], params["name"], params["cluster"]
     facts: dict[str, Any] = {
         "cluster": reader.get(namespaced(GROUP_VERSION, ns, "etcdclusters", cluster)),
@@ -31,16 +31,22 @@ def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         "pods": reader.items(namespaced("v1", ns, "pods"), f"{LABEL_RESTORE}={name}", "Pod", "v1"),
         "backup": None,
         "secret_keys": None,
+        "source_claim_found": None,
         "image": "",
     }
     secret = params.get("credentials_secret") or ""
+    claim = params.get("source_claim") or ""
     if params.get("backup"):
         backup = reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", params["backup"]))
         facts["backup"] = backup
-        s3 = (((backup or {}).get("spec") or {}).get("destination") or {}).get("s3") or {}
-        secret = secret or str(s3.get("credentialsSecret") or "")
+        destination = ((backup or {}).get("spec") or {}).get("destination") or {}
+        secret = secret or str((destination.get("s3") or {}).get("credentialsSecret") or "")
+        claim = claim or str((destination.get("volume") or {}).get("claimName") or "")
     if secret:
         facts["secret_keys"] = secret_key_names(reader, ns, secret)
+    if claim:
+        path = namespaced("v1", ns, "persistentvolumeclaims", claim)
+        facts["source_claim_found"] = reader.get(path) is not None
     own = params.get("own_pod") or {}
     if own.get("name") and own.get("namespace"):
         pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))

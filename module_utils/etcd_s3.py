@@ -7,17 +7,14 @@ object) and whose `reason` a role can copy into a condition. Credentials never a
 message: they travel only in request signatures, and `scrub` removes them from any text taken
 from an exception before it is shown.
 
-Layout (docs/backup-storage.md): a snapshot is one object, the bytes `etcdctl snapshot save`
-writes (etcd's sha256 trailer included), written by a multipart upload that completes only
-after the trailer was checked; beside it `<key>.json`, the manifest, written after the
-snapshot is complete. A snapshot is *verified* when its manifest exists and records the
-object's size and a sha256.
+Layout (etcd_snapshot_catalog, docs/backup-storage.md): a snapshot is one object, written by
+a multipart upload that completes only after etcd's trailer was checked, its manifest beside
+it.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,10 +23,15 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
+from ansible.module_utils.etcd_snapshot_catalog import (
+    MANIFEST_MAX_BYTES,
+    SnapshotCatalog,
+    manifest_body,
+    manifest_key,
+    parse_manifest,
+    rfc3339,
+)
 
-MANIFEST_SUFFIX = ".json"
-MANIFEST_FORMAT = "etcd.runbook.io/snapshot-manifest/v1"
-MANIFEST_MAX_BYTES = 64 * 1024
 DEFAULT_REGION = "us-east-1"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 120.0
@@ -249,16 +251,10 @@ def explain(
     return S3Error(f"{operation} {where} failed: {type(exc).__name__}: {text[:500]}")
 
 
-def manifest_key(key: str) -> str:
-    return key + MANIFEST_SUFFIX
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class SnapshotStore:
+class SnapshotStore(SnapshotCatalog):
     """The calls the modules make, each failure explained once here."""
+
+    missing_reason = "S3ObjectMissing"
 
     def __init__(self, params: S3Params):
         self.params = params
@@ -272,9 +268,13 @@ class SnapshotStore:
         except Exception as exc:
             raise explain(exc, self.params, operation, key) from None
 
-    def check_bucket(self, prefix: str = "") -> None:
+    def where(self, key: str | None = None) -> str:
+        return self.params.where(key)
+
+    def check_access(self, prefix: str = "", *, write: bool = False) -> None:
         """Prove the credentials and the bucket with a listing (a GET: some stores answer
-        a HEAD with bad credentials as if the bucket or object were missing)."""
+        a HEAD with bad credentials as if the bucket or object were missing). A listing
+        cannot prove the right to write (`write`): a refused upload is explained as such."""
 
         def first() -> Any:
             return next(iter(self.client.list_objects(self.params.bucket, prefix=prefix)), None)
@@ -310,14 +310,10 @@ class SnapshotStore:
         finally:
             response.close()
             response.release_conn()
-        try:
-            manifest = json.loads(body) if len(body) <= MANIFEST_MAX_BYTES else None
-        except ValueError:
-            manifest = None
-        return manifest if isinstance(manifest, dict) else {}
+        return parse_manifest(body)
 
     def write_manifest(self, key: str, manifest: dict[str, Any]) -> None:
-        body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+        body = manifest_body(manifest)
         self._do(
             "write manifest",
             manifest_key(key),
@@ -345,57 +341,6 @@ class SnapshotStore:
         result: list[dict[str, Any]] = self._do("list", prefix, listing)
         return result
 
-    def snapshots(self, prefix: str) -> dict[str, Any]:
-        """The snapshots under `prefix`, newest first, each as the retention plan reads them
-        ({location, key, time, size, sha256, verified, revision, ...}), and the manifests
-        whose snapshot is gone (`orphans`)."""
-        objects = self.list_keys(prefix)
-        names = {o["key"] for o in objects}
-        entries = []
-        for obj in objects:
-            if obj["key"].endswith(MANIFEST_SUFFIX):
-                continue
-            manifest = self.read_manifest(obj["key"]) if manifest_key(obj["key"]) in names else None
-            entries.append(describe_snapshot(obj, manifest))
-        orphans = sorted(
-            name
-            for name in names
-            if name.endswith(MANIFEST_SUFFIX) and name.removesuffix(MANIFEST_SUFFIX) not in names
-        )
-        entries.sort(key=lambda e: (e["time"], e.get("revision") or -1, e["key"]), reverse=True)
-        return {"snapshots": entries, "orphans": orphans}
-
-
-def describe_snapshot(obj: dict[str, Any], manifest: dict[str, Any] | None) -> dict[str, Any]:
-    """A listed object with what its manifest says; verified when the manifest records the
-    object's size and a sha256."""
-    entry: dict[str, Any] = {
-        "location": obj["key"],
-        "key": obj["key"],
-        "size": obj["size"],
-        "time": obj["time"],
-        "sha256": "",
-        "verified": False,
-        "manifest": manifest is not None,
-    }
-    if manifest:
-        sha = manifest.get("sha256")
-        entry["verified"] = (
-            isinstance(sha, str) and len(sha) == 64 and manifest.get("size") == obj["size"]
-        )
-        if entry["verified"]:
-            entry["sha256"] = sha
-        if isinstance(manifest.get("time"), str):
-            entry["time"] = manifest["time"]
-        for name in ("revision", "etcdVersion", "clusterID", "member", "duration"):
-            if name in manifest:
-                entry[name] = manifest[name]
-    return entry
-
 
 def _rfc3339(value: Any) -> str:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return utc_now()
+    return rfc3339(value if isinstance(value, datetime) else datetime.now(UTC))

@@ -266,9 +266,29 @@ def verified_rename(
         if os.path.exists(temp):
             os.unlink(temp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     hasher = writer.hasher
     return SnapshotFile(path=path, size=hasher.size, sha256=hasher.file_sha256())
+
+
+def expect_snapshot(where: str, sha256: str, size: int | None) -> Callable[[TrailerHasher], None]:
+    """The check of a copied snapshot (downloaded, or read from a volume): etcd's hash, then
+    the sha256 and size its manifest (or the person) expects."""
+
+    def check(hasher: TrailerHasher) -> None:
+        if size is not None and hasher.size != size:
+            raise SnapshotIntegrityError(
+                f"snapshot {where} is {hasher.size} bytes, not the {size} its manifest "
+                "records: it is truncated or was replaced"
+            )
+        hasher.verify(f"snapshot {where}")
+        actual = hasher.file_sha256()
+        if actual != sha256:
+            raise SnapshotIntegrityError(
+                f"snapshot {where} has sha256 {actual}, not the expected {sha256}"
+            )
+
+    return check
 
 
 def save_atomically(
@@ -292,7 +312,7 @@ def save_atomically(
     )
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     """Make the rename itself durable."""
     dir_fd = os.open(directory, os.O_RDONLY)
     try:

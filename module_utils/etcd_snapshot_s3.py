@@ -36,8 +36,8 @@ from ansible.module_utils.etcd_snapshot_io import (
     HashingWriter,
     MiB,
     SnapshotFile,
-    SnapshotIntegrityError,
     TrailerHasher,
+    expect_snapshot,
     set_allocator,
     verified_rename,
 )
@@ -192,7 +192,7 @@ def upload_snapshot(
     if "error" in outcome:
         raise _upload_failure(store, key, outcome["error"]) from None
     return SnapshotFile(
-        path=store.params.where(key), size=pipe.hasher.size, sha256=pipe.hasher.file_sha256()
+        path=store.where(key), size=pipe.hasher.size, sha256=pipe.hasher.file_sha256()
     )
 
 
@@ -217,7 +217,7 @@ def download_snapshot(
     size on the way; on a mismatch nothing is left at `path`. `read_back`: the caller reads
     the file at once (a restore), so it is written through the page cache (see
     etcd_snapshot_io.save_atomically)."""
-    where = store.params.where(key)
+    where = store.where(key)
 
     def fill(writer: HashingWriter) -> None:
         try:
@@ -233,20 +233,13 @@ def download_snapshot(
             response.close()
             response.release_conn()
 
-    def check(hasher: TrailerHasher) -> None:
-        if size is not None and hasher.size != size:
-            raise SnapshotIntegrityError(
-                f"snapshot {where} is {hasher.size} bytes, not the {size} its manifest "
-                "records: it is truncated or was replaced"
-            )
-        hasher.verify(f"snapshot {where}")
-        actual = hasher.file_sha256()
-        if actual != sha256:
-            raise SnapshotIntegrityError(
-                f"snapshot {where} has sha256 {actual}, not the expected {sha256}"
-            )
-
-    return verified_rename(path, "download the snapshot", fill, check, direct=not read_back)
+    return verified_rename(
+        path,
+        "download the snapshot",
+        fill,
+        expect_snapshot(where, sha256, size),
+        direct=not read_back,
+    )
 
 
 def snapshot_name(prefix: str, stamp: str, revision: int) -> str:

@@ -135,6 +135,7 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
     volume = _volume(backup)
     if volume:
         mounts.append({"name": "destination", "mountPath": VOLUME_ROOT})
+        env.append({"name": "ETCD_BACKUP_VOLUME_DIR", "value": VOLUME_ROOT})
         volumes.append(
             {"name": "destination", "persistentVolumeClaim": {"claimName": volume["claimName"]}}
         )

@@ -326,11 +326,31 @@ def _aws_host(endpoint: str) -> bool:
     return host == "amazonaws.com" or host.endswith(".amazonaws.com")
 
 
-def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]:
+def _volume_prefix(path: Any, namespace: str, cluster: str) -> str:
+    parts = [p for p in str(path or "").split("/") if p]
+    if any(p in (".", "..") or p.startswith(".") for p in parts):
+        raise BackupPlanError(
+            f"{VOLUME_FIELD}.path must be a path inside the volume without . or .. or hidden "
+            f"parts, not {path!r}"
+        )
+    return cluster_prefix("/".join(parts), namespace, cluster)
+
+
+def backup_target(
+    spec: Any, namespace: str, ca_dir: str = "", directory: str = ""
+) -> dict[str, Any]:
     """What a backup run needs from an EtcdBackup's spec (or the same shape given by hand):
     the cluster, the destination as the snapshot modules take it, the key prefix of this
     cluster's snapshots, the retention rules and the Secrets it names. `ca_dir` is where the
     CA Secret of an https store is mounted (the backup Job's), empty when it is not.
+
+    `directory` is where snapshots are written as files: in the backup Job, where the claim
+    of a `volume` destination is mounted; by hand, a local directory, which then replaces
+    whatever destination the spec names (kind `local`). A `volume` destination without it
+    has an empty `directory`: the run refuses, as the claim is mounted only in the Job.
+
+    Every kind has `root`, what a key is appended to for the location status shows:
+    s3://<bucket>/, pvc://<claim>/ or the local directory.
 
     Raises BackupPlanError naming the field when the spec cannot be used; the API server's
     schema already refuses most of these, but a run by hand has no schema."""
@@ -344,15 +364,37 @@ def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]
         raise BackupPlanError(f"namespace {namespace!r} is not a Kubernetes name")
     destination = spec.get("destination") if isinstance(spec.get("destination"), dict) else {}
     given = [k for k in ("s3", "volume") if destination.get(k)]
-    if len(given) != 1:
-        raise BackupPlanError("spec.destination must set exactly one of volume or s3")
     retention(spec.get("retention"))  # refused here, before anything is saved
     base = {"cluster": cluster, "retention": dict(spec.get("retention") or {})}
+    if directory and not directory.startswith("/"):
+        raise BackupPlanError(f"directory must be an absolute path, not {directory!r}")
+    if directory and given != ["volume"]:
+        prefix = cluster_prefix("", namespace, cluster)
+        root = directory.rstrip("/") + "/"
+        return {
+            **base,
+            "kind": "local",
+            "directory": directory,
+            "prefix": prefix,
+            "root": root,
+            "location": root + prefix,
+        }
+    if len(given) != 1:
+        raise BackupPlanError("spec.destination must set exactly one of volume or s3")
     if given == ["volume"]:
         claim = destination["volume"].get("claimName")
-        if not isinstance(claim, str) or not claim:
+        if not isinstance(claim, str) or not _NAME.match(claim):
             raise BackupPlanError(f"{VOLUME_FIELD}.claimName must name a PersistentVolumeClaim")
-        return {**base, "kind": "volume", "claim": claim}
+        prefix = _volume_prefix(destination["volume"].get("path"), namespace, cluster)
+        return {
+            **base,
+            "kind": "volume",
+            "claim": claim,
+            "directory": directory,
+            "prefix": prefix,
+            "root": f"pvc://{claim}/",
+            "location": f"pvc://{claim}/{prefix}",
+        }
     s3 = destination["s3"]
     endpoint, bucket = s3.get("endpoint"), s3.get("bucket")
     if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
@@ -381,6 +423,7 @@ def backup_target(spec: Any, namespace: str, ca_dir: str = "") -> dict[str, Any]
         "kind": "s3",
         "s3": option,
         "prefix": prefix,
+        "root": f"s3://{bucket}/",
         "location": f"s3://{bucket}/{prefix}",
         "credentials_secret": secret,
         "ca_secret": ca_secret,
@@ -394,17 +437,18 @@ def _duration(value: Any) -> str:
 def backup_record(saved: Any, snapshots: Any, target: Any) -> dict[str, Any]:
     """What a backup run writes into its EtcdBackup's status: `lastSnapshot` from the
     snapshot it saved (its manifest: the verified facts) and `retainedSnapshots` from the
-    listing after pruning, each located as s3://<bucket>/<key>."""
+    listing after pruning, each located under the target's root (s3://<bucket>/<key>,
+    pvc://<claim>/<key>)."""
     saved = saved if isinstance(saved, dict) else {}
     target = target if isinstance(target, dict) else {}
     manifest = saved.get("manifest") if isinstance(saved.get("manifest"), dict) else {}
     key = saved.get("key")
     if not key or not manifest.get("sha256"):
         raise BackupPlanError("the snapshot has no key or no manifest: it was not verified")
-    bucket = (target.get("s3") or {}).get("bucket", "")
+    root = str(target.get("root") or "")
 
     def located(k: str) -> str:
-        return f"s3://{bucket}/{k}"
+        return root + k
 
     last: dict[str, Any] = {"location": located(str(key))}
     for name in ("time", "revision", "size", "sha256", "etcdVersion", "clusterID"):

@@ -48,12 +48,14 @@ SNAPSHOT_FILE = f"{SNAPSHOT_DIR}/snapshot.db"
 DATA_MOUNT = "/var/lib/etcd"
 DATA_DIR = f"{DATA_MOUNT}/data"
 S3_CA_DIR = "/etc/etcd-restore/s3-ca"
+SOURCE_DIR = "/source"  # where a volume source's claim is mounted
 WORKDIR = "/opt/etcd-runbook-operator"
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532
 MAX_JOB_NAME = 63
 SOURCE_FIELD = "spec.source"
 _S3_LOCATION = re.compile(r"^s3://([^/]+)/(.+)$")
+_PVC_LOCATION = re.compile(r"^pvc://([^/]+)/(.+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ENDPOINT = re.compile(r"^https?://[^/\s]+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -67,6 +69,9 @@ FETCH_REASONS = (
     "S3TLSError",
     "S3Unreachable",
     "S3Error",
+    "SnapshotMissing",
+    "VolumeMissing",
+    "VolumeError",
 )
 _FETCH_REASON = re.compile(r"\b(" + "|".join(FETCH_REASONS) + r"):")
 # What etcd's restore tool says of a snapshot whose own hash does not match.
@@ -147,35 +152,55 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
             SOURCE_FIELD,
             "spec.source must set exactly one of backupName, volume or s3",
         )
-    if given == ["volume"]:
-        raise RestoreRefused(
-            "NotSupported",
-            f"{SOURCE_FIELD}.volume",
-            "spec.source.volume: restoring from a volume is not supported yet; use "
-            "spec.source.s3 or spec.source.backupName",
-        )
-    if given == ["s3"]:
-        s3 = source["s3"]
-        sha256, key = source.get("sha256"), s3.get("key")
+    unknown = {"revision": None, "size": None, "etcd_version": ""}
+    if given != ["backupName"]:
+        sha256 = source.get("sha256")
         if not isinstance(sha256, str) or not _SHA256.match(sha256):
             raise RestoreRefused(
                 "InvalidSpec",
                 f"{SOURCE_FIELD}.sha256",
                 "spec.source.sha256 must be the snapshot's sha256 (64 hex digits)",
             )
+    if given == ["volume"]:
+        volume = source["volume"]
+        field = f"{SOURCE_FIELD}.volume"
+        claim, path = volume.get("claimName"), volume.get("path")
+        if not isinstance(claim, str) or not _NAME.match(claim):
+            raise RestoreRefused(
+                "InvalidSpec", f"{field}.claimName", f"{field}.claimName must name a claim"
+            )
+        key = _volume_key(path)
+        if not key:
+            raise RestoreRefused(
+                "InvalidSpec",
+                f"{field}.path",
+                f"{field}.path must be the snapshot file's absolute path inside the claim, "
+                f"without . or .. parts, not {path!r}",
+            )
+        return {
+            "kind": "volume",
+            "claim": claim,
+            "field": f"{field}.claimName",
+            "key": key,
+            "sha256": sha256,
+            "location": f"pvc://{claim}/{key}",
+            **unknown,
+        }
+    if given == ["s3"]:
+        s3 = source["s3"]
+        key = s3.get("key")
         if not isinstance(key, str) or not key:
             raise RestoreRefused(
                 "InvalidSpec", f"{SOURCE_FIELD}.s3.key", "spec.source.s3.key is required"
             )
         store = _store(s3, f"{SOURCE_FIELD}.s3")
         return {
+            "kind": "s3",
             "store": store,
             "key": key,
             "sha256": sha256,
             "location": f"s3://{store['bucket']}/{key}",
-            "revision": None,
-            "size": None,
-            "etcd_version": "",
+            **unknown,
         }
     name = source["backupName"]
     field = f"{SOURCE_FIELD}.backupName"
@@ -183,32 +208,18 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
         raise RestoreRefused(
             "SourceNotFound", field, f"{field}: no EtcdBackup {name} in this namespace"
         )
-    s3 = ((backup.get("spec") or {}).get("destination") or {}).get("s3") or {}
-    if not s3:
-        raise RestoreRefused(
-            "NotSupported",
-            field,
-            f"{field}: EtcdBackup {name} saves to a volume; restoring from a volume is not "
-            "supported yet",
-        )
+    destination = (backup.get("spec") or {}).get("destination") or {}
+    s3 = destination.get("s3") or {}
+    claim = str((destination.get("volume") or {}).get("claimName") or "")
     last = (backup.get("status") or {}).get("lastSnapshot") or {}
-    match = _S3_LOCATION.match(str(last.get("location") or ""))
+    match = (_S3_LOCATION if s3 else _PVC_LOCATION).match(str(last.get("location") or ""))
     if not match or not _SHA256.match(str(last.get("sha256") or "")):
         raise RestoreRefused(
             "SourceNotFound",
             field,
             f"{field}: EtcdBackup {name} has no verified snapshot yet",
         )
-    store = _store(s3, f"EtcdBackup {name} spec.destination.s3")
-    if match.group(1) != store["bucket"]:
-        raise RestoreRefused(
-            "SourceNotFound",
-            field,
-            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is not in its "
-            f"bucket {store['bucket']} (its destination changed since)",
-        )
-    return {
-        "store": store,
+    known = {
         "key": match.group(2),
         "sha256": last["sha256"],
         "location": last["location"],
@@ -216,6 +227,29 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
         "size": last.get("size"),
         "etcd_version": str(last.get("etcdVersion") or ""),
     }
+    store = _store(s3, f"EtcdBackup {name} spec.destination.s3") if s3 else {}
+    where = store["bucket"] if store else claim
+    if match.group(1) != where:
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is not in its "
+            f"{'bucket' if s3 else 'claim'} {where} (its destination changed since)",
+        )
+    if store:
+        return {"kind": "s3", "store": store, **known}
+    return {"kind": "volume", "claim": claim, "field": field, **known}
+
+
+def _volume_key(path: Any) -> str:
+    """The key of a file given by its absolute path inside a claim; empty when the path is
+    not one."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ""
+    parts = path.split("/")[1:]
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        return ""
+    return "/".join(parts)
 
 
 def _minor(version: str) -> tuple[int, int] | None:
@@ -250,6 +284,46 @@ def restore_tool(version: str) -> list[str]:
     return ["/usr/local/bin/etcdutl" if minor >= (3, 5) else "/usr/local/bin/etcdctl"]
 
 
+def _fetch_from_s3(
+    store: dict[str, Any],
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> None:
+    """What the fetch step needs to read from a store: where it is, the credentials from
+    their Secret (never in a value of the Job), its CA."""
+    env.extend(
+        [
+            {"name": "ETCD_RESTORE_S3_ENDPOINT", "value": store["endpoint"]},
+            {"name": "ETCD_RESTORE_S3_BUCKET", "value": store["bucket"]},
+            {"name": "ETCD_RESTORE_S3_REGION", "value": store["region"]},
+            {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(store["path_style"]).lower()},
+        ]
+    )
+    for variable, key in (
+        ("AWS_ACCESS_KEY_ID", "accessKeyId"),
+        ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
+    ):
+        env.append(
+            {
+                "name": variable,
+                "valueFrom": {"secretKeyRef": {"name": store["credentials_secret"], "key": key}},
+            }
+        )
+    if store["ca_secret"]:
+        mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+        env.append({"name": "ETCD_RESTORE_CA_FILE", "value": f"{S3_CA_DIR}/ca.crt"})
+        volumes.append(
+            {
+                "name": "s3-ca",
+                "secret": {
+                    "secretName": store["ca_secret"],
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                },
+            }
+        )
+
+
 def restore_job(
     restore: dict[str, Any],
     source: dict[str, Any],
@@ -264,27 +338,12 @@ def restore_job(
     spec = target["spec"]
     member = target["member"]
     peer = target["peer_url"]
-    store = source["store"]
     env: list[dict[str, Any]] = [
         {"name": "ETCD_RESTORE_RESULT_FILE", "value": TERMINATION_LOG},
         {"name": "ETCD_RESTORE_FETCH_TO", "value": SNAPSHOT_FILE},
-        {"name": "ETCD_RESTORE_S3_ENDPOINT", "value": store["endpoint"]},
-        {"name": "ETCD_RESTORE_S3_BUCKET", "value": store["bucket"]},
-        {"name": "ETCD_RESTORE_S3_REGION", "value": store["region"]},
-        {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(store["path_style"]).lower()},
         {"name": "ETCD_RESTORE_KEY", "value": source["key"]},
         {"name": "ETCD_RESTORE_SHA256", "value": source["sha256"]},
     ]
-    for variable, key in (
-        ("AWS_ACCESS_KEY_ID", "accessKeyId"),
-        ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
-    ):
-        env.append(
-            {
-                "name": variable,
-                "valueFrom": {"secretKeyRef": {"name": store["credentials_secret"], "key": key}},
-            }
-        )
     fetch_mounts: list[dict[str, Any]] = [
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "snapshot", "mountPath": SNAPSHOT_DIR},
@@ -294,18 +353,18 @@ def restore_job(
         {"name": "snapshot", "emptyDir": {}},
         {"name": "data", "persistentVolumeClaim": {"claimName": target["claim_name"]}},
     ]
-    if store["ca_secret"]:
-        fetch_mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
-        env.append({"name": "ETCD_RESTORE_CA_FILE", "value": f"{S3_CA_DIR}/ca.crt"})
+    if source.get("kind") == "volume":
+        # Read-only: a restore never changes the backups it reads.
+        env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": SOURCE_DIR})
+        fetch_mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
         volumes.append(
             {
-                "name": "s3-ca",
-                "secret": {
-                    "secretName": store["ca_secret"],
-                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                },
+                "name": "source",
+                "persistentVolumeClaim": {"claimName": source["claim"], "readOnly": True},
             }
         )
+    else:
+        _fetch_from_s3(source["store"], env, fetch_mounts, volumes)
     locked_down = {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -534,7 +593,16 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
                     f"claim {target['claim_name']} was not made by this restore",
                 )
             )
-        if source:
+        if source.get("kind") == "volume" and seen.get("source_claim_found") is False:
+            refusals.append(
+                _refusal(
+                    "SourceNotFound",
+                    source["field"],
+                    f"{source['field']}: no PersistentVolumeClaim {source['claim']} in this "
+                    "namespace holds the snapshot",
+                )
+            )
+        if source.get("kind") == "s3":
             keys = set(seen.get("secret_keys") or [])
             if not {"accessKeyId", "secretAccessKey"} <= keys:
                 store = source["store"]

@@ -320,7 +320,7 @@ def rss(field):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
 store = SnapshotStore(S3Params.from_option(args["s3"]))
-store.check_bucket("")
+store.check_access("")
 params = ConnectionParams.from_module_params(args["etcd"])
 import os, tracemalloc
 if os.environ.get("TRACE"):

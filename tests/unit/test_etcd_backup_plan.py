@@ -409,6 +409,7 @@ def test_target_of_an_s3_destination():
             "path_style": True,
         },
         "prefix": "nightly/prod/example/",
+        "root": "s3://etcd/",
         "location": "s3://etcd/nightly/prod/example/",
         "credentials_secret": "creds",
         "ca_secret": "",
@@ -431,10 +432,46 @@ def test_target_addressing_and_ca(s3, ca_dir, path_style, ca_file):
     assert option.get("ca_file") == ca_file
 
 
-def test_target_of_a_volume_destination():
-    spec = {"clusterName": "example", "destination": {"volume": {"claimName": "backups"}}}
-    target = bp.backup_target(spec, "prod")
-    assert (target["kind"], target["claim"]) == ("volume", "backups")
+def volume_spec(path: str | None = "etcd") -> dict:
+    volume = {"claimName": "backups", **({"path": path} if path is not None else {})}
+    return {"clusterName": "example", "destination": {"volume": volume}}
+
+
+@pytest.mark.parametrize(
+    ("path", "directory", "prefix"),
+    [
+        ("etcd", "/backup", "etcd/prod/example/"),
+        ("/nightly/etcd/", "/backup", "nightly/etcd/prod/example/"),
+        (None, "/backup", "prod/example/"),
+        # Where the claim is not mounted (the operator's side, or by hand): no directory,
+        # and the run refuses.
+        ("etcd", "", "etcd/prod/example/"),
+    ],
+)
+def test_target_of_a_volume_destination(path, directory, prefix):
+    target = bp.backup_target(volume_spec(path), "prod", "", directory)
+    assert target == {
+        "cluster": "example",
+        "retention": {},
+        "kind": "volume",
+        "claim": "backups",
+        "directory": directory,
+        "prefix": prefix,
+        "root": "pvc://backups/",
+        "location": f"pvc://backups/{prefix}",
+    }
+
+
+@pytest.mark.parametrize("spec", [s3_spec(), {"clusterName": "example"}])
+def test_a_local_directory_by_hand_replaces_any_other_destination(spec):
+    target = bp.backup_target(spec, "prod", "", "/var/backups/etcd/")
+    assert (target["kind"], target["directory"], target["prefix"]) == (
+        "local",
+        "/var/backups/etcd/",
+        "prod/example/",
+    )
+    assert target["location"] == "/var/backups/etcd/prod/example/"
+    assert "s3" not in target and "credentials_secret" not in target
 
 
 @pytest.mark.parametrize(
@@ -455,6 +492,9 @@ def test_target_of_a_volume_destination():
         (s3_spec(bucket="UPPER"), r"spec.destination.s3.bucket"),
         (s3_spec(credentialsSecret=""), r"spec.destination.s3.credentialsSecret"),
         ({"clusterName": "example", "destination": {"volume": {"path": "/x"}}}, "claimName"),
+        (volume_spec("a/../../etc"), r"spec.destination.volume.path"),
+        (volume_spec("./x"), r"spec.destination.volume.path"),
+        (volume_spec(".hidden"), r"spec.destination.volume.path"),
         ({**s3_spec(), "retention": {"keep": 0}}, "spec.retention.keep"),
     ],
 )
@@ -521,6 +561,15 @@ def test_record_of_a_saved_snapshot_and_what_is_retained():
     assert [r["location"] for r in record["retainedSnapshots"]] == [
         record["lastSnapshot"]["location"]
     ]
+
+
+def test_a_record_on_a_volume_is_located_on_its_claim():
+    target = bp.backup_target(volume_spec("etcd"), "prod", "", "/backup")
+    saved = {**SAVED, "key": f"etcd/{SAVED['key']}"}
+    record = bp.backup_record(saved, [{**LISTED, "key": saved["key"]}], target)
+    location = "pvc://backups/etcd/prod/example/20261124T030000Z-rev42.db"
+    assert record["lastSnapshot"]["location"] == location
+    assert [r["location"] for r in record["retainedSnapshots"]] == [location]
 
 
 def test_no_record_without_a_manifest():

@@ -52,6 +52,12 @@ def backup(location: str = "s3://etcd/prod/example/snap-1.db", version: str = "3
     }
 
 
+def volume_backup(location: str = "pvc://backups/etcd/prod/example/snap-1.db") -> dict:
+    saved = backup(location)
+    saved["spec"]["destination"] = {"volume": {"claimName": "backups", "path": "etcd"}}
+    return saved
+
+
 def target(obj: dict) -> dict:
     spec = ep.normalize_spec(
         {"metadata": {"name": "again"}, "spec": obj["spec"]["cluster"]["spec"]}, {}
@@ -154,9 +160,33 @@ def reasons(result: dict) -> list[str]:
         (None, {"secret_keys": ["accessKeyId"]}, "CredentialsInvalid", None),
         (
             restore({"volume": {"claimName": "b", "path": "/s.db"}, "sha256": SHA}),
+            {"source_claim_found": False},
+            "SourceNotFound",
+            "spec.source.volume.claimName",
+        ),
+        (
+            restore({"volume": {"claimName": "b", "path": "/a/../s.db"}, "sha256": SHA}),
             {},
-            "NotSupported",
-            "spec.source.volume",
+            "InvalidSpec",
+            "spec.source.volume.path",
+        ),
+        (
+            restore({"volume": {"claimName": "b", "path": "/s.db"}}),
+            {},
+            "InvalidSpec",
+            "spec.source.sha256",
+        ),
+        (
+            None,
+            {"backup": volume_backup(), "secret_keys": None, "source_claim_found": False},
+            "SourceNotFound",
+            "spec.source.backupName",
+        ),
+        (
+            None,
+            {"backup": volume_backup("pvc://elsewhere/prod/example/snap-1.db")},
+            "SourceNotFound",
+            "spec.source.backupName",
         ),
         (
             restore({"s3": {"endpoint": "http://s3:9000", "bucket": "etcd", "key": "k"}}),
@@ -260,6 +290,42 @@ def test_explicit_s3_source_uses_its_own_store_and_sha256():
     assert result["source"]["location"] == "s3://other/x/y.db"
     env = result["create"][2]["spec"]["template"]["spec"]["initContainers"][0]["env"]
     assert {e["name"]: e.get("value") for e in env}["ETCD_RESTORE_SHA256"] == "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("obj", "over", "claim_name", "key"),
+    [
+        (
+            None,
+            {"backup": volume_backup(), "secret_keys": None},
+            "backups",
+            "etcd/prod/example/snap-1.db",
+        ),
+        (
+            restore({"volume": {"claimName": "mine", "path": "/x/y.db"}, "sha256": SHA}),
+            {"backup": None, "secret_keys": None, "source_claim_found": True},
+            "mine",
+            "x/y.db",
+        ),
+    ],
+)
+def test_a_volume_source_is_read_from_its_claim_mounted_read_only(obj, over, claim_name, key):
+    obj = obj or restore()
+    result = rp.plan(obj, seen(**over), target(obj))
+    assert result["refusals"] == []
+    assert result["source"]["location"] == f"pvc://{claim_name}/{key}"
+    pod = result["create"][2]["spec"]["template"]["spec"]
+    fetch = pod["initContainers"][0]
+    env = {e["name"]: e.get("value") for e in fetch["env"]}
+    assert env["ETCD_RESTORE_DIRECTORY"] == rp.SOURCE_DIR and env["ETCD_RESTORE_KEY"] == key
+    assert not [
+        e for e in fetch["env"] if "valueFrom" in e or e["name"].startswith("ETCD_RESTORE_S3")
+    ]
+    assert {"name": "source", "mountPath": rp.SOURCE_DIR, "readOnly": True} in fetch["volumeMounts"]
+    source = next(v for v in pod["volumes"] if v["name"] == "source")
+    assert source["persistentVolumeClaim"] == {"claimName": claim_name, "readOnly": True}
+    restore_mounts = pod["containers"][0]["volumeMounts"]
+    assert "source" not in [m["name"] for m in restore_mounts], "etcd's tool never sees the claim"
 
 
 @pytest.mark.parametrize(

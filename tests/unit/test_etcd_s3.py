@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import urllib3
 from ansible.module_utils.etcd_errors import EtcdInputError
-from ansible.module_utils.etcd_s3 import S3Params, describe_snapshot, explain
+from ansible.module_utils.etcd_s3 import S3Params, explain
+from ansible.module_utils.etcd_snapshot_catalog import describe_snapshot
 from ansible.module_utils.etcd_snapshot_io import SnapshotIntegrityError
 from ansible.module_utils.etcd_snapshot_s3 import UploadPipe, UploadStopped, snapshot_name
 from minio.error import S3Error

@@ -337,17 +337,17 @@ def _volume_prefix(path: Any, namespace: str, cluster: str) -> str:
 
 
 def backup_target(
-    spec: Any, namespace: str, ca_dir: str = "", directory: str = ""
+    spec: Any, namespace: str, ca_dir: str = "", volume_dir: str = "", local_dir: str = ""
 ) -> dict[str, Any]:
     """What a backup run needs from an EtcdBackup's spec (or the same shape given by hand):
     the cluster, the destination as the snapshot modules take it, the key prefix of this
     cluster's snapshots, the retention rules and the Secrets it names. `ca_dir` is where the
     CA Secret of an https store is mounted (the backup Job's), empty when it is not.
 
-    `directory` is where snapshots are written as files: in the backup Job, where the claim
-    of a `volume` destination is mounted; by hand, a local directory, which then replaces
-    whatever destination the spec names (kind `local`). A `volume` destination without it
-    has an empty `directory`: the run refuses, as the claim is mounted only in the Job.
+    `volume_dir` is where the backup Job mounts the claim of a `volume` destination; without
+    it, the target's `directory` is empty and the run refuses (the claim is mounted only in
+    the Job). `local_dir`, by hand, is a local directory that replaces whatever destination
+    the spec names (kind `local`). Either way `directory` is where the files go.
 
     Every kind has `root`, what a key is appended to for the location status shows:
     s3://<bucket>/, pvc://<claim>/ or the local directory.
@@ -366,15 +366,15 @@ def backup_target(
     given = [k for k in ("s3", "volume") if destination.get(k)]
     retention(spec.get("retention"))  # refused here, before anything is saved
     base = {"cluster": cluster, "retention": dict(spec.get("retention") or {})}
-    if directory and not directory.startswith("/"):
-        raise BackupPlanError(f"directory must be an absolute path, not {directory!r}")
-    if directory and given != ["volume"]:
+    if local_dir:
+        if not local_dir.startswith("/"):
+            raise BackupPlanError(f"directory must be an absolute path, not {local_dir!r}")
         prefix = cluster_prefix("", namespace, cluster)
-        root = directory.rstrip("/") + "/"
+        root = local_dir.rstrip("/") + "/"
         return {
             **base,
             "kind": "local",
-            "directory": directory,
+            "directory": local_dir,
             "prefix": prefix,
             "root": root,
             "location": root + prefix,
@@ -390,7 +390,7 @@ def backup_target(
             **base,
             "kind": "volume",
             "claim": claim,
-            "directory": directory,
+            "directory": volume_dir,
             "prefix": prefix,
             "root": f"pvc://{claim}/",
             "location": f"pvc://{claim}/{prefix}",

@@ -1,6 +1,6 @@
 """EtcdBackup end to end: the operator in the cluster makes the backup Jobs, the Jobs stream
 snapshots of a real etcd cluster into the real S3-compatible store on the local cluster
-(hack/object-store), and status, Events and the store say the same thing."""
+(hack/object-store) or onto a claim, and status, Events and the store say the same thing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import secrets
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +44,28 @@ def backup(name: str, cluster: str, endpoint: str, bucket: str, secret: str, **s
             },
             **spec,
         },
+    }
+
+
+def volume_backup(name: str, cluster: str, claim: str, **spec: Any) -> dict:
+    return {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": cluster,
+            "destination": {"volume": {"claimName": claim, "path": "e2e"}},
+            **spec,
+        },
+    }
+
+
+def backup_claim(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
 
 
@@ -97,7 +120,11 @@ def playbook_by_hand(
 
 
 def test_backup_to_s3_once_and_refusals(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, object_store: ObjectStore
+    k8s_cluster: K8sCluster,
+    k8s_namespace: str,
+    operator: Operator,
+    object_store: ObjectStore,
+    tmp_path: Path,
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "source"
     bucket = f"e2e-{secrets.token_hex(4)}"
@@ -120,6 +147,9 @@ def test_backup_to_s3_once_and_refusals(
         apply(k8s, ns, backup("wrong-key", name, endpoint, bucket, "s3-wrong"))
         apply(k8s, ns, backup("no-bucket", name, endpoint, f"{bucket}-gone", "s3"))
         apply(k8s, ns, backup("no-cluster", "absent", endpoint, bucket, "s3"))
+        apply(k8s, ns, backup_claim("backups"))
+        apply(k8s, ns, volume_backup("to-volume", name, "backups"))
+        apply(k8s, ns, volume_backup("no-claim", name, "not-there"))
 
         # A one-off backup: one snapshot, from a follower, verified, in status and the store.
         done = wait_phase(k8s, ns, "once", {"Succeeded", "Failed"}, BACKUP_WITHIN)
@@ -154,6 +184,7 @@ def test_backup_to_s3_once_and_refusals(
         for refused, reason, field in (
             ("no-secret", "CredentialsInvalid", "spec.destination.s3.credentialsSecret"),
             ("no-cluster", "ClusterNotFound", "spec.clusterName"),
+            ("no-claim", "ClaimNotFound", "spec.destination.volume.claimName"),
         ):
             obj = wait_phase(k8s, ns, refused, {"Failed"}, 60)
             degraded = condition(obj, "Degraded")
@@ -162,6 +193,31 @@ def test_backup_to_s3_once_and_refusals(
             assert jobs_of(k8s, ns, refused) == []
             warnings = get(k8s, ns, "events", "--field-selector", f"involvedObject.name={refused}")
             assert any(field in e["message"] for e in warnings["items"]), warnings["items"]
+
+        # Onto a claim: the same record, located on the claim (the restore e2e reads it back).
+        on_volume = wait_phase(k8s, ns, "to-volume", {"Succeeded", "Failed"}, BACKUP_WITHIN)
+        assert on_volume["status"]["phase"] == "Succeeded", json.dumps(on_volume["status"])
+        volume_last = on_volume["status"]["lastSnapshot"]
+        assert volume_last["location"].startswith(f"pvc://backups/e2e/{ns}/{name}/")
+        assert volume_last["revision"] >= revision_written and len(volume_last["sha256"]) == 64
+        assert [s["location"] for s in on_volume["status"]["retainedSnapshots"]] == [
+            volume_last["location"]
+        ]
+
+        # By hand into a local directory instead of the EtcdBackup's own destination: the
+        # files and their manifest there, the EtcdBackup's status left alone.
+        local = tmp_path / "local"
+        local.mkdir()
+        args = ["-e", "backup=to-volume", "-e", f"namespace={ns}", "-e", f"directory={local}"]
+        copied = playbook_by_hand(k8s, "playbooks/etcd-backup.yml", *args)
+        assert copied.returncode == 0, copied.stdout[-3000:]
+        files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+        assert len(files) == 2 and files[0].startswith(f"{ns}/{name}/"), files
+        snapshot = local / files[0]
+        manifest = json.loads((local / files[1]).read_text())
+        assert hashlib.sha256(snapshot.read_bytes()).hexdigest() == manifest["sha256"]
+        after = get(k8s, ns, "etcdbackup", "to-volume")["status"]["lastSnapshot"]
+        assert after == volume_last
 
         # What only the store can tell fails in the Job, whose message reaches the condition.
         for failing, word in (("wrong-key", "S3AuthFailed"), ("no-bucket", "S3BucketMissing")):

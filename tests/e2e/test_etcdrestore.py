@@ -1,6 +1,7 @@
 """EtcdRestore end to end: a real etcd cluster backed up by an EtcdBackup into the real
-S3-compatible store on the local cluster, deleted with its claims, and restored by the
-in-cluster operator into a new cluster of the same name: every key back, revisions above the
+S3-compatible store on the local cluster (and by another onto a claim), deleted with its
+claims, and restored by the in-cluster operator into a new cluster of the same name (and by
+hand from the claim): every key back, revisions above the
 old ones, a new cluster ID, and a watch resumed from an old revision told it was compacted.
 What cannot be restored is refused or fails with a condition that says why, and no member is
 ever started on data that was not verified."""
@@ -28,7 +29,14 @@ from tests.e2e.helpers import (
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
 from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
-from tests.e2e.test_etcdbackup import backup, credentials_secret, playbook_by_hand
+from tests.e2e.test_etcdbackup import (
+    backup,
+    backup_claim,
+    credentials_secret,
+    playbook_by_hand,
+    volume_backup,
+)
+from tests.e2e.test_etcdbackup import wait_phase as wait_backup
 from tests.k8s_cluster import K8sCluster
 from tests.object_store import ObjectStore
 
@@ -93,14 +101,13 @@ def test_backup_delete_and_restore_into_a_new_cluster(
         old_revision = revision_of(k8s, ns, member)
 
         apply(k8s, ns, backup("nightly", name, object_store.endpoint, bucket, "s3"))
+        apply(k8s, ns, backup_claim("backups"))
+        apply(k8s, ns, volume_backup("to-volume", name, "backups"))
 
-        def taken() -> dict[str, Any]:
-            obj = get(k8s, ns, "etcdbackup", "nightly")
-            return obj if obj.get("status", {}).get("phase") in {"Succeeded", "Failed"} else {}
-
-        done = k8s.wait_for(taken, timeout=240, interval=3, what="the backup")
-        assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
-        last = done["status"]["lastSnapshot"]
+        for backup_name in ("nightly", "to-volume"):
+            done = wait_backup(k8s, ns, backup_name, {"Succeeded", "Failed"}, 240)
+            assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+        last = get(k8s, ns, "etcdbackup", "nightly")["status"]["lastSnapshot"]
 
         # A restore into a cluster that exists is refused, naming the field; nothing is made.
         apply(k8s, ns, restore("onto-live", name, {"backupName": "nightly"}))
@@ -194,7 +201,8 @@ def test_backup_delete_and_restore_into_a_new_cluster(
 
 def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> None:
     """Break-glass, the operator down: playbooks/etcd-restore.yml drives an EtcdRestore until
-    its data is written, writing its status; playbooks/etcdcluster.yml starts the member."""
+    its data is written, writing its status; playbooks/etcdcluster.yml starts the member.
+    The snapshot is the one on the claim: the Job reads it from there, read-only."""
     deployment = get(k8s, NAMESPACE, "deployment", DEPLOYMENT)
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0")
@@ -204,7 +212,7 @@ def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> No
         what="the operator stopped",
     )
     try:
-        apply(k8s, ns, restore("hand", "by-hand", {"backupName": "nightly"}, size=1))
+        apply(k8s, ns, restore("hand", "by-hand", {"backupName": "to-volume"}, size=1))
         args = ["-e", "restore=hand", "-e", f"namespace={ns}", "-e", f"image={image}"]
         checked = playbook_by_hand(k8s, "playbooks/etcd-restore.yml", *args, "--check", "--diff")
         assert checked.returncode == 0, checked.stdout[-3000:]
@@ -213,6 +221,7 @@ def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> No
         assert ran.returncode == 0, ran.stdout[-3000:]
         hand = get(k8s, ns, "etcdrestore", "hand")
         assert hand["status"]["phase"] == "Starting", hand["status"]
+        assert hand["status"]["snapshot"]["location"].startswith("pvc://backups/e2e/")
         assert condition(hand, "Progressing")["reason"] == "MembersStarting"
         started = playbook_by_hand(
             k8s, "playbooks/etcdcluster.yml", "-e", "name=by-hand", "-e", f"namespace={ns}"

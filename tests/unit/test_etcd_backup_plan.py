@@ -438,7 +438,7 @@ def volume_spec(path: str | None = "etcd") -> dict:
 
 
 @pytest.mark.parametrize(
-    ("path", "directory", "prefix"),
+    ("path", "volume_dir", "prefix"),
     [
         ("etcd", "/backup", "etcd/prod/example/"),
         ("/nightly/etcd/", "/backup", "nightly/etcd/prod/example/"),
@@ -448,23 +448,23 @@ def volume_spec(path: str | None = "etcd") -> dict:
         ("etcd", "", "etcd/prod/example/"),
     ],
 )
-def test_target_of_a_volume_destination(path, directory, prefix):
-    target = bp.backup_target(volume_spec(path), "prod", "", directory)
+def test_target_of_a_volume_destination(path, volume_dir, prefix):
+    target = bp.backup_target(volume_spec(path), "prod", "", volume_dir)
     assert target == {
         "cluster": "example",
         "retention": {},
         "kind": "volume",
         "claim": "backups",
-        "directory": directory,
+        "directory": volume_dir,
         "prefix": prefix,
         "root": "pvc://backups/",
         "location": f"pvc://backups/{prefix}",
     }
 
 
-@pytest.mark.parametrize("spec", [s3_spec(), {"clusterName": "example"}])
+@pytest.mark.parametrize("spec", [s3_spec(), volume_spec(), {"clusterName": "example"}])
 def test_a_local_directory_by_hand_replaces_any_other_destination(spec):
-    target = bp.backup_target(spec, "prod", "", "/var/backups/etcd/")
+    target = bp.backup_target(spec, "prod", "", "/backup", "/var/backups/etcd/")
     assert (target["kind"], target["directory"], target["prefix"]) == (
         "local",
         "/var/backups/etcd/",

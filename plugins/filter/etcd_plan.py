@@ -783,12 +783,16 @@ def upgrade_snapshot(o: _Observed) -> dict[str, Any]:
 
 
 def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> dict[str, Any]:
-    """A one-off EtcdBackup to the destination of the cluster's own EtcdBackup, under a prefix
-    of its own (`<prefix>/before-upgrade`) so the schedule's retention never prunes it; owned
-    by the EtcdCluster, and labelled so its progress queues the cluster."""
-    s3 = dict(((source.get("spec") or {}).get("destination") or {}).get("s3") or {})
-    s3["prefix"] = "/".join(
-        p for p in (str(s3.get("prefix") or "").strip("/"), "before-upgrade") if p
+    """A one-off EtcdBackup to the destination of the cluster's own EtcdBackup (a bucket or a
+    claim), under a prefix of its own (`<prefix>/before-upgrade`, on a claim
+    `<path>/before-upgrade`) so the schedule's retention never prunes it; owned by the
+    EtcdCluster, and labelled so its progress queues the cluster."""
+    destination = (source.get("spec") or {}).get("destination") or {}
+    kind = "s3" if destination.get("s3") else "volume"
+    where = dict(destination.get(kind) or {})
+    field = "prefix" if kind == "s3" else "path"
+    where[field] = "/".join(
+        p for p in (str(where.get(field) or "").strip("/"), "before-upgrade") if p
     )
     return {
         "apiVersion": f"{GROUP}/v1alpha1",
@@ -812,7 +816,7 @@ def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> 
                 }
             ],
         },
-        "spec": {"clusterName": o.name, "destination": {"s3": s3}},
+        "spec": {"clusterName": o.name, "destination": {kind: where}},
     }
 
 
@@ -866,7 +870,7 @@ def _upgrade_gate(
             b
             for b in _backups_of(o)
             if LABEL_BEFORE_UPGRADE not in labels_of(b)
-            and (((b.get("spec") or {}).get("destination") or {}).get("s3"))
+            and (((b.get("spec") or {}).get("destination") or {}).keys() & {"s3", "volume"})
         ),
         key=lambda b: str(_meta(b).get("name")),
     )
@@ -876,7 +880,7 @@ def _upgrade_gate(
                 "UpgradeNeedsSnapshot",
                 "spec.version",
                 f"spec.version {target}: not upgrading yet: a minor upgrade starts with a verified "
-                "snapshot, and no EtcdBackup to S3 saves this cluster. Create one (the snapshot "
+                "snapshot, and no EtcdBackup saves this cluster. Create one (the snapshot "
                 "goes to its destination), or annotate the EtcdCluster "
                 f"{ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one. The members "
                 "keep their version meanwhile",

@@ -866,6 +866,17 @@ def test_the_snapshot_before_an_upgrade_goes_where_the_clusters_backups_go_but_a
     assert set(made["spec"]) == {"clusterName", "destination"}
 
 
+@pytest.mark.parametrize(
+    ("path", "expected"), [("nightly", "nightly/before-upgrade"), (None, "before-upgrade")]
+)
+def test_the_snapshot_before_an_upgrade_goes_onto_the_claim_of_a_volume_backup(path, expected):
+    on_claim = etcd_backup("to-claim")
+    volume = {"claimName": "backups", **({"path": path} if path else {})}
+    on_claim["spec"]["destination"] = {"volume": volume}
+    (made,) = ep.plan(minor_upgrade(on_claim))["upgrade_backup"]
+    assert made["spec"]["destination"] == {"volume": {"claimName": "backups", "path": expected}}
+
+
 def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():
     backups = [etcd_backup("e-before-3-6", before="3.6", phase="Succeeded", snapshot=True)]
     p = ep.plan(minor_upgrade(*backups))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -37,8 +36,10 @@ from ansible.module_utils.etcd_snapshot_io import (
     SnapshotFile,
     expect_snapshot,
     fsync_dir,
+    replaced_atomically,
     save_atomically,
     verified_rename,
+    write_all,
 )
 
 _REASONS = {
@@ -123,22 +124,9 @@ class DirectoryStore(SnapshotCatalog):
 
     def write_manifest(self, key: str, manifest: dict[str, Any]) -> None:
         path = self.path(manifest_key(key))
-        directory = os.path.dirname(path)
         try:
-            fd, temp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory
-            )
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(manifest_body(manifest))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, path)
-            except BaseException:
-                if os.path.exists(temp):
-                    os.unlink(temp)
-                raise
-            fsync_dir(directory)
+            with replaced_atomically(path) as fd:
+                write_all(fd, manifest_body(manifest))
         except OSError as exc:
             raise explain(exc, "write manifest", path) from None
 

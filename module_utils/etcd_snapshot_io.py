@@ -13,6 +13,7 @@ and the file's own sha256 (what `sha256sum` prints) comes from the same pass.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -20,7 +21,7 @@ import hashlib
 import mmap
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,7 @@ class HashingWriter:
         if filled > aligned:
             self._go_buffered()
             with memoryview(self._buffer) as whole:
-                _write_all(self._fd, whole[aligned:filled])
+                write_all(self._fd, whole[aligned:filled])
         self.close()
 
     def close(self) -> None:
@@ -209,11 +210,6 @@ class HashingWriter:
             self._direct = False
 
 
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _try_direct(fd: int) -> bool:
     """Set O_DIRECT on `fd`; False where the platform or the filesystem has none."""
     if not O_DIRECT:
@@ -224,6 +220,34 @@ def _try_direct(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: str) -> Iterator[int]:
+    """The one way a file of ours appears: the block writes into a hidden temp file beside
+    `path` (mode 0600, from mkstemp), which is then fsynced, renamed over `path`, and the
+    directory fsynced. If the block raises, the temp file is removed and `path` is untouched.
+    Hidden names are never listed as snapshots (etcd_snapshot_dir)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory)
+    try:
+        try:
+            yield fd
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    fsync_dir(directory)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def verified_rename(
@@ -248,25 +272,14 @@ def verified_rename(
             f"cannot {what} to {path}: directory {directory} does not exist",
             reason="InvalidInput",
         )
-    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory)
-    try:
+    with replaced_atomically(path) as fd:
+        writer = HashingWriter(fd, direct=direct and _try_direct(fd))
         try:
-            writer = HashingWriter(fd, direct=direct and _try_direct(fd))
-            try:
-                fill(writer)
-                writer.finish()
-            finally:
-                writer.close()
-            check(writer.hasher)
-            os.fsync(fd)
+            fill(writer)
+            writer.finish()
         finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    fsync_dir(directory)
+            writer.close()
+        check(writer.hasher)
     hasher = writer.hasher
     return SnapshotFile(path=path, size=hasher.size, sha256=hasher.file_sha256())
 

@@ -599,6 +599,9 @@ def report(
         upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
         if upcoming:
             new_status["nextScheduleTime"] = upcoming
+    if "nextScheduleTime" not in new_status and status.get("nextScheduleTime"):
+        # Suspended, refused, no longer a schedule: null takes the old time out of status.
+        new_status["nextScheduleTime"] = None
     events: list[dict[str, str]] = []
     if phase != status.get("phase"):
         kind = "Warning" if phase == "Failed" else "Normal"

@@ -502,3 +502,19 @@ def test_the_schedule_times_are_what_the_crd_accepts_as_status():
     for key in ("lastScheduleTime", "nextScheduleTime"):
         assert schema["properties"][key] == {"type": "string", "format": "date-time"}
         assert datetime.strptime(status[key], "%Y-%m-%dT%H:%M:%S%z").tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "refused"),
+    [
+        ("suspended", {"schedule": "0 3 * * *", "suspend": True}, False),
+        ("refused", {"schedule": "0 3 * * *"}, True),
+        ("no longer a schedule", {}, False),
+    ],
+)
+def test_a_next_time_that_no_longer_holds_is_reported_null(case, spec, refused):
+    obj = backup(**spec)
+    obj["status"] = {"nextScheduleTime": "2026-11-25T03:00:00Z"}
+    refusals = [{"reason": "ClusterNotFound", "message": "no cluster"}] if refused else []
+    status = bj.report(obj, [], [], None, refusals, "2026-11-24T10:00:00Z")["status"]
+    assert "nextScheduleTime" in status and status["nextScheduleTime"] is None, case

@@ -5,11 +5,12 @@ status changes only when the spec changed (generation != observedGeneration), an
 Progressing is set; while a run is in flight its latest `operator_progress` (the status and
 conditions of its latest look) is merged and Progressing names its latest announced step, but
 observedGeneration waits for the end; a run's set_stats `operator_status` /
-`operator_conditions` are merged after it; a failure without a role-provided Degraded condition
-gives Degraded=True/RunbookFailed with the failed task's message, and without a role-provided
-Available condition Available=Unknown: a run that failed before it could look says nothing
-about availability, and the last value may be a lie by now. Messages are cut to MESSAGE_LIMIT
-characters: a condition names a cause, it does not carry whole objects.
+`operator_conditions` are merged after it (a status field reported null is removed); a failure
+without a role-provided Degraded condition gives Degraded=True/RunbookFailed with the failed
+task's message, and without a role-provided Available condition Available=Unknown: a run that
+failed before it could look says nothing about availability, and the last value may be a lie by
+now. Messages are cut to MESSAGE_LIMIT characters: a condition names a cause, it does not carry
+whole objects.
 """
 
 from __future__ import annotations
@@ -125,9 +126,15 @@ def _merge(
 ) -> dict[str, Any]:
     """Merge a run's status fields and conditions into `status`; returns the conditions given."""
     if isinstance(reported, dict):
-        status.update(
-            {k: v for k, v in reported.items() if k not in ("conditions", "observedGeneration")}
-        )
+        for key, value in reported.items():
+            if key in ("conditions", "observedGeneration"):
+                continue
+            # Merging keeps what others wrote (a backup Job's fields), so a role takes out a
+            # field that no longer holds by reporting it null.
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
     conds: dict[str, Any] = given if isinstance(given, dict) else {}
     for type_, cond in conds.items():
         cond = cond if isinstance(cond, dict) else {"status": cond}

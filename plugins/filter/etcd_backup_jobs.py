@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
 
 GROUP = "etcd.runbook.io"
 LABEL_BACKUP = f"{GROUP}/backup"
@@ -298,6 +300,189 @@ def workload(
     return {"objects": objects, "job": name, "cronjob": ""}
 
 
+# --- schedule ------------------------------------------------------------------------------
+#
+# When the CronJob fires next, for status.nextScheduleTime. The CronJob controller is the
+# clock; this reads the same line the way it does (robfig/cron's standard parser): five fields
+# or a macro, `*` and `?`, numbers, ranges, steps, lists, month and weekday names. A line it
+# cannot read, or an unknown zone, gives "" and the status leaves the field out: the CRD's
+# pattern and the API server's CronJob validation are the ones that refuse a spec.
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+_WEEKDAYS = {
+    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
+}
+_DIGITS = re.compile(r"[0-9]+")
+# Nine years of days: Feb 29 can be eight years away (2096, then 2104), and a line that has
+# not fired in that time never will (Feb 30, Apr 31).
+SEARCH_DAYS = 9 * 366
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class _Field(NamedTuple):
+    low: int
+    high: int
+    # Where `*` and `N/step` end: weekday 7 is Sunday as in most crons, but `*/2` stops at 6.
+    # (The CronJob controller's parser refuses 7; reading it costs nothing.)
+    open_high: int
+    names: dict[str, int]
+
+
+# Minute, hour, day of month, month, day of week.
+_FIELDS = (
+    _Field(0, 59, 59, {}),
+    _Field(0, 23, 23, {}),
+    _Field(1, 31, 31, {}),
+    _Field(1, 12, 12, _MONTHS),
+    _Field(0, 7, 6, _WEEKDAYS),
+)
+
+
+class Cron(NamedTuple):
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    # Both day fields restricted: a day matching either fires (cron's rule), else both must.
+    either_day: bool
+
+
+def _number(text: str) -> int:
+    # Plain ASCII digits: int() would also take "+5", "1_0" and other scripts' digits.
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _value(text: str, field: _Field) -> int:
+    named = field.names.get(text.lower())
+    return _number(text) if named is None else named
+
+
+def _cron_field(text: str, field: _Field) -> tuple[frozenset[int], bool]:
+    """The values one field allows, and whether it restricts at all (a bare `*` or `?`
+    anywhere in the list does not: that decides the day-of-month/day-of-week rule)."""
+    values: set[int] = set()
+    restricted = True
+    # Empty list items are skipped, as the CronJob controller's parser does.
+    items = [item for item in text.split(",") if item]
+    if not items:
+        raise ValueError(text)
+    for item in items:
+        span, slash, step_text = item.partition("/")
+        step = _number(step_text) if slash else 1
+        if span in ("*", "?"):
+            first, last = field.low, field.open_high
+            restricted = restricted and step > 1
+        else:
+            ends = span.split("-")
+            if len(ends) > 2:
+                raise ValueError(item)
+            first = _value(ends[0], field)
+            # `N/step` runs from N to the end of the field.
+            last = _value(ends[1], field) if len(ends) == 2 else field.open_high if slash else first
+        if step < 1 or not field.low <= first <= last <= field.high:
+            raise ValueError(item)
+        values.update(range(first, last + 1, step))
+    return frozenset(values), restricted
+
+
+def parse_cron(line: str) -> Cron | None:
+    """The five fields of a cron line or macro; None for what cannot be read."""
+    fields = MACROS.get(line.strip(), line).split()
+    if len(fields) != len(_FIELDS):
+        return None
+    try:
+        parsed = [_cron_field(text, field) for text, field in zip(fields, _FIELDS, strict=True)]
+    except ValueError:
+        return None
+    (minutes, _), (hours, _), (days, dom_restricted), (months, _), (weekdays, dow_restricted) = (
+        parsed
+    )
+    return Cron(
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        days=days,
+        months=months,
+        weekdays=frozenset(d % 7 for d in weekdays),
+        either_day=dom_restricted and dow_restricted,
+    )
+
+
+def _day_matches(cron: Cron, day: date) -> bool:
+    if day.month not in cron.months:
+        return False
+    by_date = day.day in cron.days
+    by_weekday = day.isoweekday() % 7 in cron.weekdays
+    return by_date or by_weekday if cron.either_day else by_date and by_weekday
+
+
+def _instant(day: date, hour: int, minute: int, zone: ZoneInfo) -> datetime | None:
+    """The UTC instant of a wall-clock time in `zone`, or None when the clocks jump over it.
+    A time the clocks pass twice (they go back) is its first pass only (fold=0), so a daily
+    line fires once that night; an hourly or finer one is quiet for the repeated hour."""
+    local = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone)
+    instant = local.astimezone(UTC)
+    if instant.astimezone(zone).replace(tzinfo=None) != local.replace(tzinfo=None):
+        return None
+    return instant
+
+
+def _zone(name: str) -> ZoneInfo | None:
+    """An IANA zone; unset is UTC. Kubernetes uses the controller manager's own zone for a
+    CronJob without timeZone, which the operator cannot see: it assumes UTC, what that zone
+    usually is."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ValueError, LookupError, OSError):  # a malformed or unknown name, or a directory
+        return None
+
+
+def next_run(line: str, time_zone: str, after: datetime) -> datetime | None:
+    """The first instant (UTC) after `after` (aware) at which the line fires in `time_zone`;
+    None if it cannot be read or does not fire within SEARCH_DAYS."""
+    cron, zone = parse_cron(line), _zone(time_zone)
+    if cron is None or zone is None:
+        return None
+    # A later instant never has an earlier first-pass local date: start on after's date.
+    start = after.astimezone(zone).date().toordinal()
+    for ordinal in range(start, min(start + SEARCH_DAYS, date.max.toordinal() + 1)):
+        day = date.fromordinal(ordinal)
+        if not _day_matches(cron, day):
+            continue
+        for hour in cron.hours:
+            for minute in cron.minutes:
+                instant = _instant(day, hour, minute, zone)
+                if instant is not None and instant > after:
+                    return instant
+    return None
+
+
+def next_schedule_time(line: str, time_zone: str, now: str) -> str:
+    """next_run from and to RFC 3339 UTC text (`%Y-%m-%dT%H:%M:%SZ`); "" for no answer."""
+    try:
+        after = datetime.strptime(now, RFC3339).replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    upcoming = next_run(line, time_zone, after)
+    return upcoming.strftime(RFC3339) if upcoming else ""
+
+
 # --- status --------------------------------------------------------------------------------
 
 
@@ -341,9 +526,11 @@ def report(
     pods: list[dict[str, Any]],
     cronjob: dict[str, Any] | None,
     refusals: list[dict[str, str]] | None = None,
+    now: str = "",
 ) -> dict[str, Any]:
     """What the operator writes into the EtcdBackup's status after looking at its Jobs:
     {"status": {...}, "conditions": {type: {status, reason, message}}, "events": [...]}.
+    `now` (RFC 3339 UTC, from the task) is what nextScheduleTime is counted from.
 
     Available: a verified snapshot exists (the Job wrote status.lastSnapshot). Progressing: a
     Job is taking one. Degraded: the spec was refused, or the newest finished Job failed (its
@@ -408,6 +595,13 @@ def report(
         last_schedule = (cronjob.get("status") or {}).get("lastScheduleTime")
         if last_schedule:
             new_status["lastScheduleTime"] = last_schedule
+    if scheduled and not spec.get("suspend") and not refusals:
+        upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
+        if upcoming:
+            new_status["nextScheduleTime"] = upcoming
+    if "nextScheduleTime" not in new_status and status.get("nextScheduleTime"):
+        # Suspended, refused, no longer a schedule: null takes the old time out of status.
+        new_status["nextScheduleTime"] = None
     events: list[dict[str, str]] = []
     if phase != status.get("phase"):
         kind = "Warning" if phase == "Failed" else "Normal"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -303,3 +304,217 @@ def test_a_job_listed_as_read_and_as_written_counts_once():
     obj["status"] = {"lastSnapshot": LAST}
     assert bj.report(obj, [done, written], [], None)["status"]["phase"] == "Succeeded"
     assert bj.report(backup(), [written], [], None)["status"]["phase"] == "Running"
+
+
+# --- nextScheduleTime ------------------------------------------------------------------------
+# Each row: the line, its timeZone ("" is UTC), now, and the next time it fires after now
+# ("" for none). Days of the week used: 2026-11-24 is a Tuesday, 2026-11-30 a Monday.
+
+
+@pytest.mark.parametrize(
+    ("line", "zone", "now", "expected"),
+    [
+        # numbers, *, ranges, steps and lists
+        ("7 * * * *", "", "2026-11-24T10:00:00Z", "2026-11-24T10:07:00Z"),
+        ("7 * * * *", "", "2026-11-24T10:07:00Z", "2026-11-24T11:07:00Z"),  # after, not at
+        ("* * * * *", "", "2026-11-24T23:59:30Z", "2026-11-25T00:00:00Z"),
+        ("*/5 * * * *", "", "2026-11-24T10:02:00Z", "2026-11-24T10:05:00Z"),
+        ("0 */6 * * *", "", "2026-11-24T13:00:00Z", "2026-11-24T18:00:00Z"),
+        ("0 9-17 * * *", "", "2026-11-24T17:30:00Z", "2026-11-25T09:00:00Z"),
+        ("10-20/5 3 * * *", "", "2026-11-24T03:16:00Z", "2026-11-24T03:20:00Z"),
+        ("10-20/5 3 * * *", "", "2026-11-24T03:21:00Z", "2026-11-25T03:10:00Z"),
+        ("5/20 * * * *", "", "2026-11-24T10:46:00Z", "2026-11-24T11:05:00Z"),  # 5-59/20
+        ("0 1,13,22 * * *", "", "2026-11-24T13:00:00Z", "2026-11-24T22:00:00Z"),
+        ("0 1-2,20-21/1 * * *", "", "2026-11-24T02:00:00Z", "2026-11-24T20:00:00Z"),
+        ("0 0 1,,15 * *", "", "2026-11-24T00:00:00Z", "2026-12-01T00:00:00Z"),  # empty item
+        ("0 0 ? * *", "", "2026-11-24T00:00:00Z", "2026-11-25T00:00:00Z"),
+        # month and weekday names, any case
+        ("0 0 1 jan,Jul *", "", "2026-11-24T00:00:00Z", "2027-01-01T00:00:00Z"),
+        ("0 0 1 FEB-mar *", "", "2027-02-01T00:00:00Z", "2027-03-01T00:00:00Z"),
+        ("0 12 * * MON-fri", "", "2026-11-27T12:00:00Z", "2026-11-30T12:00:00Z"),
+        ("0 12 * * sun", "", "2026-11-24T00:00:00Z", "2026-11-29T12:00:00Z"),
+        ("0 12 * * Sat/7", "", "2026-11-24T00:00:00Z", "2026-11-28T12:00:00Z"),
+        # weekday 7 is Sunday; `*` and steps over weekdays stop at 6
+        ("0 12 * * 7", "", "2026-11-24T00:00:00Z", "2026-11-29T12:00:00Z"),
+        ("0 12 * * 6-7", "", "2026-11-28T12:00:00Z", "2026-11-29T12:00:00Z"),
+        ("0 12 * * */3", "", "2026-11-26T12:00:00Z", "2026-11-28T12:00:00Z"),  # 0,3,6
+        ("0 12 * * */3", "", "2026-11-28T12:00:00Z", "2026-11-29T12:00:00Z"),
+        # macros
+        ("@yearly", "", "2026-11-24T00:00:00Z", "2027-01-01T00:00:00Z"),
+        ("@annually", "", "2026-11-24T00:00:00Z", "2027-01-01T00:00:00Z"),
+        ("@monthly", "", "2026-11-24T00:00:00Z", "2026-12-01T00:00:00Z"),
+        ("@weekly", "", "2026-11-24T00:00:00Z", "2026-11-29T00:00:00Z"),
+        ("@daily", "", "2026-11-24T00:00:00Z", "2026-11-25T00:00:00Z"),
+        ("@midnight", "", "2026-11-24T10:00:00Z", "2026-11-25T00:00:00Z"),
+        ("@hourly", "", "2026-11-24T10:00:00Z", "2026-11-24T11:00:00Z"),
+        # both day fields restricted: either one; one of them `*`: both
+        ("0 0 13 * FRI", "", "2026-11-24T00:00:00Z", "2026-11-27T00:00:00Z"),
+        ("0 0 13 * FRI", "", "2026-12-11T00:00:00Z", "2026-12-13T00:00:00Z"),
+        ("0 0 13 * *", "", "2026-11-24T00:00:00Z", "2026-12-13T00:00:00Z"),
+        ("0 0 * * FRI", "", "2026-12-11T00:00:00Z", "2026-12-18T00:00:00Z"),
+        ("0 0 */2 * MON", "", "2026-11-29T00:00:00Z", "2026-11-30T00:00:00Z"),  # */2 restricts
+        ("0 0 */1 * MON", "", "2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"),  # */1 does not
+        ("0 0 ? * MON", "", "2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"),
+        # Feb 30 never comes, but a Monday of February does (2027-02-01 is one)
+        ("0 0 30 2 MON", "", "2026-11-24T00:00:00Z", "2027-02-01T00:00:00Z"),
+        ("0 0 30 2 MON", "", "2027-02-01T00:00:00Z", "2027-02-08T00:00:00Z"),
+        # month ends and the year's end
+        ("0 0 31 * *", "", "2026-11-24T00:00:00Z", "2026-12-31T00:00:00Z"),
+        ("0 0 31 * *", "", "2027-01-31T00:00:00Z", "2027-03-31T00:00:00Z"),
+        ("0 0 30 * *", "", "2027-01-30T00:00:00Z", "2027-03-30T00:00:00Z"),
+        ("59 23 31 12 *", "", "2026-12-31T23:59:00Z", "2027-12-31T23:59:00Z"),
+        ("0 0 1 * *", "", "2026-12-31T23:59:59Z", "2027-01-01T00:00:00Z"),
+        # leap years: 2100 is not one, 2400 is
+        ("0 0 29 2 *", "", "2026-11-24T00:00:00Z", "2028-02-29T00:00:00Z"),
+        ("0 0 29 2 *", "", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"),
+        ("0 0 29 2 *", "", "2399-03-01T00:00:00Z", "2400-02-29T00:00:00Z"),
+        # time zones: unset is UTC
+        ("0 3 * * *", "UTC", "2026-11-24T10:00:00Z", "2026-11-25T03:00:00Z"),
+        ("0 3 * * *", "", "2026-11-24T10:00:00Z", "2026-11-25T03:00:00Z"),
+        ("0 9 * * *", "America/New_York", "2026-11-24T12:00:00Z", "2026-11-24T14:00:00Z"),
+        ("0 9 * * *", "Asia/Kolkata", "2026-11-24T00:00:00Z", "2026-11-24T03:30:00Z"),
+        ("0 0 * * *", "Pacific/Kiritimati", "2026-11-24T12:00:00Z", "2026-11-25T10:00:00Z"),
+        ("0 0 * * TUE", "Pacific/Kiritimati", "2026-11-24T09:00:00Z", "2026-11-30T10:00:00Z"),
+        # Berlin springs forward on 2026-03-29 (02:00 CET -> 03:00 CEST): 02:30 does not exist
+        ("30 2 * * *", "Europe/Berlin", "2026-03-27T12:00:00Z", "2026-03-28T01:30:00Z"),
+        ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", "2026-03-30T00:30:00Z"),
+        ("0 * * * *", "Europe/Berlin", "2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z"),
+        # and falls back on 2026-10-25 (03:00 CEST -> 02:00 CET): 02:30 fires once, first pass
+        ("30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z", "2026-10-25T00:30:00Z"),
+        ("30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"),
+        ("*/30 * * * *", "Europe/Berlin", "2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z"),
+        # Santiago springs forward at midnight on 2026-09-06: that day has no 00:00
+        ("0 0 * * *", "America/Santiago", "2026-09-05T12:00:00Z", "2026-09-07T03:00:00Z"),
+        # dates that never come
+        ("0 0 30 2 *", "", "2026-11-24T00:00:00Z", ""),
+        ("0 0 31 4,6,9,11 *", "", "2026-11-24T00:00:00Z", ""),
+        ("0 0 31 feb *", "Europe/Berlin", "2026-11-24T00:00:00Z", ""),
+    ],
+)
+def test_next_schedule_time(line, zone, now, expected):
+    assert bj.next_schedule_time(line, zone, now) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "   ",
+        "* * * *",
+        "* * * * * *",
+        "TZ=UTC 0 0 * * *",
+        "60 * * * *",
+        "* 24 * * *",
+        "* * 0 * *",
+        "* * 32 * *",
+        "* * * 0 *",
+        "* * * 13 *",
+        "* * * * 8",
+        "* * * * 7/1",
+        "*/0 * * * *",
+        "5-1 * * * *",
+        "1-2-3 * * * *",
+        "*/5/2 * * * *",
+        "1- * * * *",
+        "-1 * * * *",
+        ", * * * *",
+        "+5 * * * *",
+        "a * * * *",
+        "* * * JANUARY *",
+        "* * * * MONDAY",
+        "* * * * MON-JAN",
+        "@every 1h",
+        "@reboot",
+        "@DAILY",
+    ],
+)
+def test_a_line_that_cannot_be_read_has_no_next_time(line):
+    assert bj.parse_cron(line) is None
+    assert bj.next_schedule_time(line, "", "2026-11-24T00:00:00Z") == ""
+
+
+@pytest.mark.parametrize(
+    ("zone", "now"),
+    [
+        ("Mars/Olympus_Mons", "2026-11-24T00:00:00Z"),
+        ("Europe", "2026-11-24T00:00:00Z"),  # a directory of the zone database
+        ("../../etc/passwd", "2026-11-24T00:00:00Z"),
+        ("utc", "2026-11-24T00:00:00Z"),  # names are case-sensitive
+        ("", ""),
+        ("", "2026-11-24 00:00:00"),
+    ],
+)
+def test_no_next_time_for_an_unknown_zone_or_no_now(zone, now):
+    assert bj.next_schedule_time("0 0 * * *", zone, now) == ""
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "jobs", "refused", "expected"),
+    [
+        ("a schedule", {"schedule": "0 3 * * *"}, [], False, "2026-11-25T03:00:00Z"),
+        (
+            "a schedule in a zone",
+            {"schedule": "0 3 * * *", "timeZone": "Europe/Berlin"},
+            [],
+            False,
+            "2026-11-25T02:00:00Z",
+        ),
+        (
+            "a schedule taking a snapshot now",
+            {"schedule": "0 3 * * *"},
+            [job("a", "Active", "t1")],
+            False,
+            "2026-11-25T03:00:00Z",
+        ),
+        ("suspended", {"schedule": "0 3 * * *", "suspend": True}, [], False, None),
+        (
+            "suspended while a snapshot runs",
+            {"schedule": "0 3 * * *", "suspend": True},
+            [job("a", "Active", "t1")],
+            False,
+            None,
+        ),
+        ("refused", {"schedule": "0 3 * * *"}, [], True, None),
+        ("a one-off", {}, [], False, None),
+        ("a line that cannot be read", {"schedule": "0 3 * * 8"}, [], False, None),
+        ("a line that never fires", {"schedule": "0 0 30 2 *"}, [], False, None),
+    ],
+)
+def test_next_schedule_time_in_the_report(case, spec, jobs, refused, expected):
+    refusals = [{"reason": "ClusterNotFound", "message": "no cluster"}] if refused else []
+    status = bj.report(backup(**spec), jobs, [], None, refusals, "2026-11-24T10:00:00Z")["status"]
+    assert status.get("nextScheduleTime") == expected, case
+
+
+def test_without_now_the_report_has_no_next_time():
+    assert "nextScheduleTime" not in bj.report(backup("0 3 * * *"), [], [], None)["status"]
+
+
+def test_the_schedule_times_are_what_the_crd_accepts_as_status():
+    from tests import crd_schema as cs
+
+    schema = cs.schema_of(cs.load("etcdbackups"))["properties"]["status"]
+    cron = {"status": {"lastScheduleTime": "2026-11-24T03:00:00Z"}}
+    status = bj.report(backup("0 3 * * *"), [], [], cron, [], "2026-11-24T10:00:00Z")["status"]
+    assert status["nextScheduleTime"] == "2026-11-25T03:00:00Z"
+    assert cs.validate(schema, status) == []
+    # The schema's date-time is not checked by the validator: the format is checked here.
+    for key in ("lastScheduleTime", "nextScheduleTime"):
+        assert schema["properties"][key] == {"type": "string", "format": "date-time"}
+        assert datetime.strptime(status[key], "%Y-%m-%dT%H:%M:%S%z").tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "refused"),
+    [
+        ("suspended", {"schedule": "0 3 * * *", "suspend": True}, False),
+        ("refused", {"schedule": "0 3 * * *"}, True),
+        ("no longer a schedule", {}, False),
+    ],
+)
+def test_a_next_time_that_no_longer_holds_is_reported_null(case, spec, refused):
+    obj = backup(**spec)
+    obj["status"] = {"nextScheduleTime": "2026-11-25T03:00:00Z"}
+    refusals = [{"reason": "ClusterNotFound", "message": "no cluster"}] if refused else []
+    status = bj.report(obj, [], [], None, refusals, "2026-11-24T10:00:00Z")["status"]
+    assert "nextScheduleTime" in status and status["nextScheduleTime"] is None, case

@@ -75,6 +75,14 @@ def test_role_status_and_conditions_are_merged():
     assert available["observedGeneration"] == 4
 
 
+def test_a_status_field_reported_null_is_removed_and_others_are_kept():
+    before = {"nextScheduleTime": T1, "lastSnapshot": {"location": "s3://b/k"}}
+    stats = {"operator_status": {"phase": "Suspended", "nextScheduleTime": None, "gone": None}}
+    s = after_run(before, 2, True, stats, "", T0)
+    assert "nextScheduleTime" not in s and "gone" not in s
+    assert s["phase"] == "Suspended" and s["lastSnapshot"] == before["lastSnapshot"]
+
+
 def test_failure_with_role_degraded_keeps_the_role_reason():
     stats = {
         "operator_conditions": {

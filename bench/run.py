@@ -22,6 +22,7 @@ BENCHMARKS = {
     "snapshot-s3": "bench.snapshot_s3",
     "operator": "bench.operator_latency",
     "bootstrap": "bench.bootstrap",
+    "restore": "bench.restore",
 }
 
 

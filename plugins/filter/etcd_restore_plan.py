@@ -516,8 +516,23 @@ def _seed_claim(claims: list[dict[str, Any]], name: str) -> dict[str, Any] | Non
     return next((c for c in claims if _meta(c).get("name") == name), None)
 
 
-def _cluster_available(cluster: dict[str, Any] | None) -> bool:
-    return any(
+def _members_ready(cluster: dict[str, Any] | None) -> tuple[int, int]:
+    """(ready members, members wanted) of the EtcdCluster as its status says."""
+    status = (cluster or {}).get("status") or {}
+    ready = status.get("readyMembers")
+    size = ((cluster or {}).get("spec") or {}).get("size")
+    return (
+        ready if isinstance(ready, int) else 0,
+        size if isinstance(size, int) and size > 0 else 1,
+    )
+
+
+def _cluster_restored(cluster: dict[str, Any] | None) -> bool:
+    """Available with every member ready: Available alone comes with the first member, while
+    the others are still copying its data as learners, and a person reading Succeeded takes
+    it that the cluster is back whole."""
+    ready, size = _members_ready(cluster)
+    return ready >= size and any(
         c.get("type") == "Available" and c.get("status") == "True"
         for c in ((cluster or {}).get("status") or {}).get("conditions") or []
     )
@@ -687,7 +702,7 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
                     },
                 },
             }
-    available = ours and _cluster_available(cluster) and not pending and bool(seed)
+    available = ours and _cluster_restored(cluster) and not pending and bool(seed)
     # A released claim says the Job succeeded, even once the Job is gone.
     released = ours and bool(seed) and not pending
     report = _report(
@@ -761,7 +776,8 @@ def _report(
         progressing = (
             "True",
             "MembersStarting",
-            f"the snapshot is restored; EtcdCluster {name} is starting its members",
+            f"the snapshot is restored; EtcdCluster {name} is starting its members "
+            "({} of {} ready)".format(*_members_ready(cluster)),
         )
         degraded = ("False", "AsExpected", "no problem seen")
     elif state == "Active":

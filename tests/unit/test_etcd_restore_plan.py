@@ -370,11 +370,28 @@ def test_a_released_claim_with_no_job_reports_starting_not_pending():
     assert result["report"]["status"]["phase"] == "Starting"
 
 
+@pytest.mark.parametrize(("ready", "phase"), [(1, "Starting"), (2, "Starting"), (None, "Starting")])
+def test_not_succeeded_while_the_learners_still_copy_the_data(ready, phase):
+    # Available comes with the first member; the restore is done when all are ready.
+    cluster = ours(
+        conditions=[{"type": "Available", "status": "True"}],
+        **({"readyMembers": ready} if ready is not None else {}),
+    )
+    cluster["spec"] = {"size": 3}
+    result = run(cluster=cluster, claims=[claim(False)], job=job("Succeeded"))
+    assert result["report"]["status"]["phase"] == phase
+    progressing = result["report"]["conditions"]["Progressing"]
+    assert f"({ready or 0} of 3 ready)" in progressing["message"]
+    assert result["unlabel"] is None
+
+
 def test_succeeded_once_the_cluster_is_available_and_then_stops_following_it():
     available = ours(
         clusterID="c0ffee",
+        readyMembers=3,
         conditions=[{"type": "Available", "status": "True"}],
     )
+    available["spec"] = {"size": 3}
     result = run(cluster=available, claims=[claim(False)], job=job("Succeeded"))
     status = result["report"]["status"]
     assert status["phase"] == "Succeeded"

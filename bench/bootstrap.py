@@ -117,16 +117,29 @@ def load1() -> float:
 STATIC_LABEL = "bench.etcd.runbook.io/static"
 
 
-def static_objects(ns: str, name: str, image: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def member_fqdn(ns: str, name: str, member: str) -> str:
+    return f"{member}.{name}.{ns}.svc.cluster.local"
+
+
+def initial_cluster(ns: str, name: str) -> str:
+    return ",".join(
+        f"{m}=http://{member_fqdn(ns, name, m)}:2380" for m in (f"{name}-{i}" for i in range(SIZE))
+    )
+
+
+def static_objects(
+    ns: str, name: str, image: str, app: str = "etcd-static-bench", label: str = STATIC_LABEL
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The headless Service and three member Pods, named as the operator names them
-    (<name>-<i>.<name>.<ns>.svc.cluster.local), every member listed from the start."""
+    (<name>-<i>.<name>.<ns>.svc.cluster.local), every member listed from the start, labelled
+    `app` and `label`=<name>, data in an emptyDir `data` mounted at /var/lib/etcd."""
     members = [f"{name}-{i}" for i in range(SIZE)]
 
     def fqdn(member: str) -> str:
-        return f"{member}.{name}.{ns}.svc.cluster.local"
+        return member_fqdn(ns, name, member)
 
-    initial = ",".join(f"{m}=http://{fqdn(m)}:2380" for m in members)
-    labels = {"app.kubernetes.io/name": "etcd-static-bench", STATIC_LABEL: name}
+    initial = initial_cluster(ns, name)
+    labels = {"app.kubernetes.io/name": app, label: name}
     service = {
         "apiVersion": "v1",
         "kind": "Service",

@@ -63,11 +63,26 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bootstrap import available, gone, healthy, load1, proxy, stamp  # noqa: E402
+from bench.bootstrap import (  # noqa: E402
+    available,
+    gone,
+    healthy,
+    initial_cluster,
+    load1,
+    member_fqdn,
+    proxy,
+    stamp,
+    static_objects,
+)
 from bench.docs_section import write_section  # noqa: E402
 from bench.operator_latency import cluster_up, fmt, median, row, wait_for  # noqa: E402
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator  # noqa: E402
+from tests.e2e.operator_incluster import (  # noqa: E402
+    DEPLOYMENT,
+    NAMESPACE,
+    InClusterOperator,
+    deploy,
+)
 from tests.k8s_cluster import K8sCluster  # noqa: E402
 from tests.object_store import read_credentials  # noqa: E402
 from tests.s3_local import stop_process  # noqa: E402
@@ -223,36 +238,18 @@ BASE_LABEL = "bench.etcd.runbook.io/restore-baseline"
 def baseline_objects(
     ns: str, name: str, image: str, url: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    members = [f"{name}-{i}" for i in range(SIZE)]
-
-    def fqdn(member: str) -> str:
-        return f"{member}.{name}.{ns}.svc.cluster.local"
-
-    initial = ",".join(f"{m}=http://{fqdn(m)}:2380" for m in members)
-    labels = {"app.kubernetes.io/name": "etcd-restore-bench", BASE_LABEL: name}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": labels,
-            "ports": [
-                {"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"},
-                {"name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP"},
-            ],
-        },
-    }
+    """bench/bootstrap.py's static cluster, each member's data first written by two init
+    steps: busybox wget of the object into an emptyDir, then `etcdutl snapshot restore` with
+    the flags the operator's restore Job gives (a new token, revisions bumped, compacted)."""
+    service, pods = static_objects(ns, name, image, "etcd-restore-bench", BASE_LABEL)
     locked = {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    pods = []
-    for member in members:
-        peer = f"http://{fqdn(member)}:2380"
+    for pod in pods:
+        member = pod["metadata"]["name"]
         restore = [
             "/usr/local/bin/etcdutl",
             "snapshot",
@@ -260,86 +257,37 @@ def baseline_objects(
             "/snapshot/snapshot.db",
             "--data-dir=/var/lib/etcd/data",
             f"--name={member}",
-            f"--initial-cluster={initial}",
-            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster={initial_cluster(ns, name)}",
+            f"--initial-advertise-peer-urls=http://{member_fqdn(ns, name, member)}:2380",
             f"--initial-cluster-token={name}",
             f"--bump-revision={BUMP}",
             "--mark-compacted",
         ]
-        etcd = [
-            f"--name={member}",
-            "--data-dir=/var/lib/etcd/data",
-            "--listen-peer-urls=http://0.0.0.0:2380",
-            "--listen-client-urls=http://0.0.0.0:2379",
-            "--listen-metrics-urls=http://0.0.0.0:2381",
-            f"--advertise-client-urls=http://{fqdn(member)}:2379",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster={initial}",
-            "--initial-cluster-state=new",
-            f"--initial-cluster-token={name}",
-            "--quota-backend-bytes=8589934592",
-        ]
-        pods.append(
+        spec = pod["spec"]
+        # The restored database is larger than etcd's default 2 GiB quota allows room for.
+        spec["containers"][0]["args"].append("--quota-backend-bytes=8589934592")
+        spec["initContainers"] = [
             {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": member, "labels": labels},
-                "spec": {
-                    "hostname": member,
-                    "subdomain": name,
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "fsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "initContainers": [
-                        {
-                            "name": "fetch",
-                            "image": BUSYBOX,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["wget", "-q", "-O", "/snapshot/snapshot.db", url],
-                            "securityContext": locked,
-                            "volumeMounts": [{"name": "snapshot", "mountPath": "/snapshot"}],
-                        },
-                        {
-                            "name": "restore",
-                            "image": image,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": restore,
-                            "securityContext": locked,
-                            "volumeMounts": [
-                                {"name": "snapshot", "mountPath": "/snapshot", "readOnly": True},
-                                {"name": "data", "mountPath": "/var/lib/etcd"},
-                            ],
-                        },
-                    ],
-                    "containers": [
-                        {
-                            "name": "etcd",
-                            "image": image,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["/usr/local/bin/etcd"],
-                            "args": etcd,
-                            "ports": [
-                                {"name": "client", "containerPort": 2379},
-                                {"name": "peer", "containerPort": 2380},
-                                {"name": "metrics", "containerPort": 2381},
-                            ],
-                            "securityContext": locked,
-                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": "snapshot", "emptyDir": {}},
-                        {"name": "data", "emptyDir": {}},
-                    ],
-                },
-            }
-        )
+                "name": "fetch",
+                "image": BUSYBOX,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["wget", "-q", "-O", "/snapshot/snapshot.db", url],
+                "securityContext": locked,
+                "volumeMounts": [{"name": "snapshot", "mountPath": "/snapshot"}],
+            },
+            {
+                "name": "restore",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": restore,
+                "securityContext": locked,
+                "volumeMounts": [
+                    {"name": "snapshot", "mountPath": "/snapshot", "readOnly": True},
+                    {"name": "data", "mountPath": "/var/lib/etcd"},
+                ],
+            },
+        ]
+        spec["volumes"].append({"name": "snapshot", "emptyDir": {}})
     return service, pods
 
 
@@ -658,42 +606,6 @@ def operator_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def deploy_from(k8s: K8sCluster, root: Path) -> str:
-    """As tests/e2e/operator_incluster.deploy, from `root`: the image built (layers cached by
-    content) and imported, config/default applied with that image's key in the Pod template,
-    the rollout waited for; returns the key."""
-    import yaml
-
-    build = root / "hack" / "build-operator-image"
-    done = subprocess.run([str(build)], capture_output=True, text=True, timeout=1800, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"hack/build-operator-image failed:\n{done.stderr[-4000:]}")
-    key = subprocess.run(
-        [str(build), "--print-key"], capture_output=True, text=True, check=True
-    ).stdout.strip()[:16]
-    rendered = k8s.kubectl("kustomize", str(root / "config" / "default")).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
-    for doc in docs:
-        if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
-            template = doc["spec"]["template"]["metadata"]
-            template.setdefault("annotations", {})["etcd.runbook.io/image"] = f"key-{key}"
-            doc["spec"]["replicas"] = 1
-    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    k8s.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdrestores.etcd.runbook.io"
-    )
-    k8s.kubectl(
-        "-n",
-        NAMESPACE,
-        "rollout",
-        "status",
-        f"deployment/{DEPLOYMENT}",
-        "--timeout=300s",
-        timeout=320,
-    )
-    return f"key-{key}"
-
-
 def store_client(k8s: K8sCluster, url: str) -> Any:
     from minio import Minio
 
@@ -736,7 +648,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             text=True,
             check=True,
         ).stdout.strip()
-    operator_image = deploy_from(k8s, tree)
+    operator_image = deploy(k8s, tree)
     InClusterOperator(k8s).wait_running()
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     bucket = f"bench-restore-{uuid.uuid4().hex[:8]}"

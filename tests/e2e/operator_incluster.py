@@ -25,11 +25,12 @@ ENTRY = b"/opt/etcd-runbook-operator/operator.py"
 BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
 
 
-def deploy(k8s: K8sCluster) -> str:
+def deploy(k8s: K8sCluster, root: Path = REPO) -> str:
     """Build (cached by content key) and import the image, apply config/default, roll the
-    Deployment onto the image; returns the image's key tag."""
+    Deployment onto the image; returns the image's key tag. `root`: the tree to build and
+    apply (a benchmark measures a committed tree, not the edits in progress)."""
     build = subprocess.run(
-        [str(REPO / "hack" / "build-operator-image")],
+        [str(root / "hack" / "build-operator-image")],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT,
@@ -38,7 +39,7 @@ def deploy(k8s: K8sCluster) -> str:
     if build.returncode != 0:
         raise AssertionError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
     key = subprocess.run(
-        [str(REPO / "hack" / "build-operator-image"), "--print-key"],
+        [str(root / "hack" / "build-operator-image"), "--print-key"],
         capture_output=True,
         text=True,
         check=True,
@@ -46,7 +47,7 @@ def deploy(k8s: K8sCluster) -> str:
     # The Deployment is applied with the image's key already in its Pod template, so it never
     # runs a Pod of another template: such a Pod, replaced while still starting, was seen to
     # take more than 180 s of its 300 s grace period to go.
-    rendered = k8s.kubectl("kustomize", str(REPO / "config" / "default")).stdout
+    rendered = k8s.kubectl("kustomize", str(root / "config" / "default")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     for doc in docs:
         if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:

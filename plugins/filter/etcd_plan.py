@@ -791,9 +791,9 @@ def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> 
     kind = "s3" if destination.get("s3") else "volume"
     where = dict(destination.get(kind) or {})
     field = "prefix" if kind == "s3" else "path"
-    where[field] = "/".join(
-        p for p in (str(where.get(field) or "").strip("/"), "before-upgrade") if p
-    )
+    joined = "/".join(p for p in (str(where.get(field) or "").strip("/"), "before-upgrade") if p)
+    # A claim's path is absolute inside it (the CRD says so); a key prefix is not.
+    where[field] = joined if kind == "s3" else f"/{joined}"
     return {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "EtcdBackup",

@@ -54,7 +54,7 @@ def volume_backup(name: str, cluster: str, claim: str, **spec: Any) -> dict:
         "metadata": {"name": name},
         "spec": {
             "clusterName": cluster,
-            "destination": {"volume": {"claimName": claim, "path": "e2e"}},
+            "destination": {"volume": {"claimName": claim, "path": "/e2e"}},
             **spec,
         },
     }

@@ -867,7 +867,7 @@ def test_the_snapshot_before_an_upgrade_goes_where_the_clusters_backups_go_but_a
 
 
 @pytest.mark.parametrize(
-    ("path", "expected"), [("nightly", "nightly/before-upgrade"), (None, "before-upgrade")]
+    ("path", "expected"), [("/nightly", "/nightly/before-upgrade"), (None, "/before-upgrade")]
 )
 def test_the_snapshot_before_an_upgrade_goes_onto_the_claim_of_a_volume_backup(path, expected):
     on_claim = etcd_backup("to-claim")
@@ -875,6 +875,21 @@ def test_the_snapshot_before_an_upgrade_goes_onto_the_claim_of_a_volume_backup(p
     on_claim["spec"]["destination"] = {"volume": volume}
     (made,) = ep.plan(minor_upgrade(on_claim))["upgrade_backup"]
     assert made["spec"]["destination"] == {"volume": {"claimName": "backups", "path": expected}}
+
+
+@pytest.mark.parametrize("volume", [False, True])
+def test_the_before_upgrade_backup_is_what_the_crd_accepts(volume):
+    from tests import crd_schema as cs
+
+    source = etcd_backup("nightly")
+    source["spec"]["destination"] = (
+        {"volume": {"claimName": "backups", "path": "/etcd"}}
+        if volume
+        else {"s3": {"endpoint": "http://s3:9000", "bucket": "etcd", "credentialsSecret": "c"}}
+    )
+    (made,) = ep.plan(minor_upgrade(source))["upgrade_backup"]
+    schema = cs.schema_of(cs.load("etcdbackups"))["properties"]["spec"]
+    assert cs.validate(schema, made["spec"]) == []
 
 
 def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from functools import partial
 from typing import Any
 
-from .config import Watch
+from .config import Dependent, Watch
 from .informer import Informer, ObjKey, obj_key
 from .kube import Kube, Resource
 from .metrics import Metrics
@@ -32,8 +33,11 @@ log = logging.getLogger(__name__)
 _SEEN_DELETIONS = 1024
 
 
-def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
-    """The primary object a dependent belongs to: controller ownerReference, else the label."""
+def owner_key(obj: dict[str, Any], watch: Watch, dependent: Dependent) -> ObjKey | None:
+    """The primary object a dependent belongs to, in the dependent's namespace: the controller
+    ownerReference to the watched kind, else the `ownerLabel` label, else the dependent's
+    `ownerField`. What the runbook sets on its own objects comes first; the field is for
+    objects people make, which name their owner in their spec and carry neither."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace") or ""
     for ref in meta.get("ownerReferences") or []:
@@ -41,7 +45,23 @@ def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
         if ref.get("controller") and ref.get("kind") == watch.kind and group == watch.group:
             return (namespace, ref["name"])
     owner = (meta.get("labels") or {}).get(watch.owner_label) if watch.owner_label else None
+    if not owner and dependent.owner_field:
+        owner = _field_name(obj, dependent.owner_field)
     return (namespace, owner) if owner else None
+
+
+def _field_name(obj: dict[str, Any], path: tuple[str, ...]) -> str | None:
+    """The string at `path`, when it can be an object's name. The name becomes a segment of
+    the owner's API path, so "a/status" or ".." (which a person may write; the watcher does
+    not know the owner's schema) would address something else: those name no owner."""
+    value: Any = obj
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "%" in value:
+        return None
+    return value
 
 
 def run_name(key: ObjKey) -> str:
@@ -121,14 +141,19 @@ class Intake:
             )
             for ns in namespaces
         ]
-        self.dependents = [
-            Informer(
-                kube,
-                res,
-                self.on_losable if dep.preempt_on_loss else self.on_dependent,
-                ns,
-                watch.dependent_selector,
-                on_restart=self._restart_counter(res),
+        # One informer per dependent kind and namespace (config.py refuses a kind listed twice);
+        # each keeps its Dependent, whose ownerField maps its objects to their owner.
+        self._dependents = [
+            (
+                dep,
+                Informer(
+                    kube,
+                    res,
+                    partial(self.on_losable if dep.preempt_on_loss else self.on_dependent, dep),
+                    ns,
+                    watch.selector_of(dep),
+                    on_restart=self._restart_counter(res),
+                ),
             )
             for dep in (watch.dependents if watch.watch_dependent_resources else ())
             for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
@@ -138,6 +163,10 @@ class Intake:
     def _restart_counter(self, resource: Resource) -> Any:
         counter = self.metrics.watch_restarts
         return lambda reason: counter.labels(resource.plural, reason).inc()
+
+    @property
+    def dependents(self) -> list[Informer]:
+        return [inf for _, inf in self._dependents]
 
     @property
     def informers(self) -> list[Informer]:
@@ -154,17 +183,17 @@ class Intake:
             self.in_flight.preempt(key, f"generation {generation} of the spec")
         self.enqueue(key)
 
-    def on_dependent(self, event: str, obj: dict[str, Any]) -> None:
-        key = owner_key(obj, self.watch)
+    def on_dependent(self, dependent: Dependent, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch, dependent)
         if key:
             self.enqueue(key)
 
-    def on_losable(self, event: str, obj: dict[str, Any]) -> None:
-        key = owner_key(obj, self.watch)
+    def on_losable(self, dependent: Dependent, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch, dependent)
         if key and self._lost_by_outside_hand(event, obj):
             what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
             self.in_flight.preempt(key, f"{what} deleted")
-        self.on_dependent(event, obj)
+        self.on_dependent(dependent, event, obj)
 
     def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
         """First sight of a deletion of this dependent that the runbook did not make itself."""
@@ -189,5 +218,8 @@ class Intake:
 
     def dependents_of(self, key: ObjKey) -> list[dict[str, Any]]:
         return [
-            d for inf in self.dependents for d in inf.items() if owner_key(d, self.watch) == key
+            d
+            for dep, inf in self._dependents
+            for d in inf.items()
+            if owner_key(d, self.watch, dep) == key
         ]

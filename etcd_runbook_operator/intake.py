@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from .config import Dependent, Watch
+from .fingerprint import Seen
 from .informer import Informer, ObjKey, obj_key
 from .kube import Kube, Resource
 from .metrics import Metrics
@@ -38,16 +39,38 @@ def owner_key(obj: dict[str, Any], watch: Watch, dependent: Dependent) -> ObjKey
     ownerReference to the watched kind, else the `ownerLabel` label, else the dependent's
     `ownerField`. What the runbook sets on its own objects comes first; the field is for
     objects people make, which name their owner in their spec and carry neither."""
+    found = owner_match(obj, watch, dependent)
+    return found[0] if found else None
+
+
+def owner_match(
+    obj: dict[str, Any], watch: Watch, dependent: Dependent
+) -> tuple[ObjKey, bool] | None:
+    """The owner (as owner_key finds it) and whether only the `ownerField` named it."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace") or ""
     for ref in meta.get("ownerReferences") or []:
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == watch.kind and group == watch.group:
-            return (namespace, ref["name"])
+            return (namespace, ref["name"]), False
     owner = (meta.get("labels") or {}).get(watch.owner_label) if watch.owner_label else None
-    if not owner and dependent.owner_field:
-        owner = _field_name(obj, dependent.owner_field)
-    return (namespace, owner) if owner else None
+    if owner:
+        return (namespace, owner), False
+    owner = _field_name(obj, dependent.owner_field) if dependent.owner_field else None
+    return ((namespace, owner), True) if owner else None
+
+
+def counts_by_spec(obj: dict[str, Any], watch: Watch, by_field: bool) -> bool:
+    """Whether the skip rule counts a dependent only by its spec (fingerprint.Seen): one that
+    only its ownerField maps, and that carries no label under the watched group's prefix.
+    Such an object is a person's, which the runbook reads by its spec; a label of the group
+    (for etcd: etcd.runbook.io/before-upgrade on a person's backup, whose status.lastSnapshot
+    the cluster's runbook reads) says the runbook also reads what happens to it, so it counts
+    in full, as the runbook's own objects (ownerReference, ownerLabel) do."""
+    if not by_field:
+        return False
+    prefix = f"{watch.group}/"
+    return not any(k.startswith(prefix) for k in (obj.get("metadata", {}).get("labels") or {}))
 
 
 def _field_name(obj: dict[str, Any], path: tuple[str, ...]) -> str | None:
@@ -216,10 +239,12 @@ class Intake:
                 for obj in inf.items():
                     self.enqueue(obj_key(obj))
 
-    def dependents_of(self, key: ObjKey) -> list[dict[str, Any]]:
-        return [
-            d
-            for dep, inf in self._dependents
-            for d in inf.items()
-            if owner_key(d, self.watch, dep) == key
-        ]
+    def dependents_of(self, key: ObjKey) -> list[Seen]:
+        """The dependents of `key` in the informer caches, each as the skip rule counts it."""
+        seen = []
+        for dep, inf in self._dependents:
+            for d in inf.items():
+                found = owner_match(d, self.watch, dep)
+                if found and found[0] == key:
+                    seen.append(Seen(d, counts_by_spec(d, self.watch, found[1])))
+        return seen

@@ -368,10 +368,50 @@ def test_a_dependent_named_by_field_queues_its_owner_and_is_one_of_its_dependent
     informer._list()  # the informer's first list: ADDED for each
     queued = {ctl.queue.get(0), ctl.queue.get(0)}
     assert queued == {KEY, ("other", "w1")} and ctl.queue.depth() == 0
-    assert [d["metadata"]["name"] for d in ctl.intake.dependents_of(KEY)] == ["mine"]
+    # Only the field names it: the skip rule counts it by its spec.
+    seen = [(s.obj["metadata"]["name"], s.by_spec) for s in ctl.intake.dependents_of(KEY)]
+    assert seen == [("mine", True)]
     # A new dependent is urgent: it does not wait for the retry time.
     ctl.reconcile(KEY)
     assert len(runner.runs) == 2 and cond(kube, "Degraded")["status"] == "False"
+
+
+def test_a_person_s_dependent_runs_its_owner_on_spec_changes_not_on_status_writes(tmp_path):
+    # A person's Gadget (named by field only): its own runbook writes its status three times a
+    # snapshot; none of that starts a run of its Widget, nor breaks the Widget's backoff.
+    kube, runner, ctl, _ = make(
+        tmp_path,
+        [result(), result(), result(False, task="t", msg="m"), result()],
+        dependents=(*DEPENDENTS, GADGET),
+    )
+    now = [0.0]
+    ctl.skips.clock = lambda: now[0]
+    mine = {**gadget("ns", "mine", "w1"), "status": {"phase": "Scheduled"}}
+    mine["metadata"].update(generation=1, resourceVersion="10")
+    cache = ctl.intake.dependents[2]._cache
+    cache[("ns", "mine")] = mine
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    for rv, status in (("11", {"phase": "Running"}), ("12", {"lastSnapshot": {"sha256": "ab"}})):
+        mine["metadata"]["resourceVersion"] = rv
+        mine["status"].update(status)
+        ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    mine["spec"]["destination"] = {"volume": {"claimName": "snaps"}}
+    mine["metadata"].update(generation=2, resourceVersion="13")
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+    # Backing off after a failure: its phase is not urgent, its deletion is.
+    kube.objects[PATH]["metadata"]["generation"] = 2
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3 and ctl.queue.failures(KEY) == 1
+    mine["status"]["phase"] = "Failed"
+    mine["metadata"]["resourceVersion"] = "14"
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3
+    del cache[("ns", "mine")]
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 4
 
 
 def member_pod(uid: str, **meta) -> dict:

@@ -25,14 +25,21 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 @dataclass(frozen=True)
 class Dependent:
-    """A kind the runbook creates for each object: its changes queue the owner, and with
-    preempt_on_loss a deletion by someone else stops the owner's run in flight."""
+    """A kind whose objects belong to the watched objects: its changes queue the owner, and
+    with preempt_on_loss a deletion by someone else stops the owner's run in flight.
+
+    selector: the label selector of its informer; None takes the entry's dependentSelector
+    ("" watches every object of the kind). owner_field: the path (split at the dots) of a
+    string field naming the owner in the same namespace, for objects that people make
+    themselves and so carry neither an ownerReference nor the owner label."""
 
     group: str
     version: str
     kind: str
     plural: str
     preempt_on_loss: bool = False
+    selector: str | None = None
+    owner_field: tuple[str, ...] = ()
 
 
 def parse_duration(value: object, where: str) -> float:
@@ -102,6 +109,10 @@ class Watch:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    def selector_of(self, dependent: Dependent) -> str:
+        """The label selector of a dependent's informer: its own, else the entry's."""
+        return self.dependent_selector if dependent.selector is None else dependent.selector
+
     @property
     def object_var_name(self) -> str:
         """operator-sdk's name for the whole object: `_<group>_<kind>`, dots/dashes as `_`."""
@@ -110,7 +121,9 @@ class Watch:
 
 
 _TARGET_KEYS = {"playbook", "role", "vars"}
-_DEPENDENT_KEYS = {"group", "version", "kind", "plural", "preemptOnLoss"}
+_DEPENDENT_KEYS = {"group", "version", "kind", "plural", "preemptOnLoss", "selector", "ownerField"}
+# Field names joined by dots (spec.clusterName); no list indexes: an owner is named once.
+_FIELD_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _FINALIZER_KEYS = {"name"} | _TARGET_KEYS
 _WATCH_KEYS = {
     "group",
@@ -186,10 +199,23 @@ def _label_selector(value: Any, where: str) -> str:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: 'selector' must be a mapping")
     _check_keys(value, {"matchLabels", "matchExpressions"}, f"{where}: selector")
-    parts = [f"{k}={v}" for k, v in sorted((value.get("matchLabels") or {}).items())]
-    for expr in value.get("matchExpressions") or []:
+    labels = value.get("matchLabels") or {}
+    # Label values are strings to the API: an unquoted `true` or `1` would not match "true".
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise ConfigError(f"{where}: selector 'matchLabels' must map strings to strings")
+    parts = [f"{k}={v}" for k, v in sorted(labels.items())]
+    expressions = value.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise ConfigError(f"{where}: selector 'matchExpressions' must be a list")
+    for expr in expressions:
+        if not isinstance(expr, dict):
+            raise ConfigError(f"{where}: invalid selector expression {expr!r}")
         _check_keys(expr, {"key", "operator", "values"}, f"{where}: selector expression")
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if not isinstance(key, str) or not isinstance(values, list):
+            raise ConfigError(f"{where}: invalid selector expression {expr!r}")
         if op in ("In", "NotIn") and values:
             parts.append(f"{key} {op.lower()} ({','.join(map(str, values))})")
         elif op == "Exists":
@@ -209,6 +235,15 @@ def _dependent(data: Any, where: str) -> Dependent:
         if key not in data:
             raise ConfigError(f"{where}: {key!r} is required")
     kind = _typed(data, "kind", str, where)
+    owner_field: tuple[str, ...] = ()
+    if "ownerField" in data:
+        path = _typed(data, "ownerField", str, where)
+        if not _FIELD_PATH.fullmatch(path):
+            raise ConfigError(
+                f"{where}: 'ownerField' must be a dotted path of field names "
+                f"(e.g. spec.clusterName), got {path!r}"
+            )
+        owner_field = tuple(path.split("."))
     return Dependent(
         group=_typed(data, "group", str, where) if "group" in data else "",
         version=_typed(data, "version", str, where),
@@ -217,6 +252,8 @@ def _dependent(data: Any, where: str) -> Dependent:
         preempt_on_loss=_typed(data, "preemptOnLoss", bool, where)
         if "preemptOnLoss" in data
         else False,
+        selector=_label_selector(data["selector"], where) if "selector" in data else None,
+        owner_field=owner_field,
     )
 
 
@@ -283,6 +320,16 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
             _dependent(d, f"{where}: dependents[{i}]")
             for i, d in enumerate(_typed(data, "dependents", list, where))
         )
+        # One informer per dependent kind and namespace: a kind listed twice would be watched
+        # twice and each of its objects counted twice among its owner's dependents.
+        listed: set[tuple[str, str]] = set()
+        for i, dep in enumerate(kwargs["dependents"]):
+            if (dep.group, dep.kind) in listed:
+                raise ConfigError(
+                    f"{where}: dependents[{i}]: {dep.kind}"
+                    f"{'.' + dep.group if dep.group else ''} is listed twice"
+                )
+            listed.add((dep.group, dep.kind))
     if "fingerprintAnnotations" in data:
         values = _typed(data, "fingerprintAnnotations", list, where)
         if not all(isinstance(v, str) for v in values):

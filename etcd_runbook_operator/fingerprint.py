@@ -12,6 +12,13 @@ Two fingerprints of what the watcher can see of an object's inputs:
   backs off (exponentially, see WorkQueue.add_rate_limited): reconciles before the retry time are
   skipped unless the urgent fingerprint changed. Status writes, restart counters and the other
   churn of a failing object do not start a run; a spec change or a lost dependent does at once.
+
+A dependent counted `by_spec` (intake.py decides: one that only its `ownerField` maps to the
+owner, a person's object such as their scheduled EtcdBackup) enters both fingerprints by what
+the owner's runbook decides on: its uid and name (it exists), its generation and whatever it
+holds besides metadata and status (its spec), and whether it is being deleted. Never its
+resourceVersion or status: its own runbook's status writes start no run of the owner, and never
+make a failing owner's reconcile urgent.
 """
 
 from __future__ import annotations
@@ -29,15 +36,45 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _changed(dependent: dict[str, Any]) -> tuple[str, ...]:
-    # List items carry no kind: the uid tells a Pod from a PVC of the same name.
+@dataclass(frozen=True, eq=False)
+class Seen:
+    """A dependent as the skip rule counts it: in full, or only by what its spec says."""
+
+    obj: dict[str, Any]
+    by_spec: bool = False
+
+
+def _by_spec(dependent: dict[str, Any]) -> tuple[str, ...]:
+    """Exists (uid, name), its spec (the generation, and the content itself for kinds without
+    one or whose data is not under spec), and whether it is being deleted."""
     meta = _meta(dependent)
+    content = {k: v for k, v in dependent.items() if k not in ("metadata", "status")}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode())
+    return (
+        "by-spec",
+        meta.get("uid", ""),
+        meta.get("name", ""),
+        str(meta.get("generation", "")),
+        digest.hexdigest(),
+        str(bool(meta.get("deletionTimestamp"))),
+    )
+
+
+def _changed(seen: Seen) -> tuple[str, ...]:
+    if seen.by_spec:
+        return _by_spec(seen.obj)
+    # List items carry no kind: the uid tells a Pod from a PVC of the same name.
+    meta = _meta(seen.obj)
     return (meta.get("uid", ""), meta.get("name", ""), meta.get("resourceVersion", ""))
 
 
-def _urgent(dependent: dict[str, Any]) -> tuple[str, ...]:
+def _urgent(seen: Seen) -> tuple[str, ...]:
     """Whether it exists, is being deleted and is ready (a Pod's Ready condition, else the
-    object's phase: a claim's Bound)."""
+    object's phase: a claim's Bound). One counted by spec is urgent by the same key as in the
+    full fingerprint: a new one, a spec change or a deletion; never its phase."""
+    if seen.by_spec:
+        return _by_spec(seen.obj)
+    dependent = seen.obj
     meta = _meta(dependent)
     status = dependent.get("status") or {}
     ready = next(
@@ -54,9 +91,9 @@ def _urgent(dependent: dict[str, Any]) -> tuple[str, ...]:
 
 def _fingerprint(
     obj: dict[str, Any],
-    dependents: Iterable[dict[str, Any]],
+    dependents: Iterable[Seen],
     annotation_prefixes: Iterable[str],
-    dependent_key: Callable[[dict[str, Any]], tuple[str, ...]],
+    dependent_key: Callable[[Seen], tuple[str, ...]],
 ) -> str:
     meta = _meta(obj)
     prefixes = tuple(annotation_prefixes)
@@ -72,13 +109,13 @@ def _fingerprint(
 
 
 def fingerprint(
-    obj: dict[str, Any], dependents: Iterable[dict[str, Any]], annotation_prefixes: Iterable[str]
+    obj: dict[str, Any], dependents: Iterable[Seen], annotation_prefixes: Iterable[str]
 ) -> str:
     return _fingerprint(obj, dependents, annotation_prefixes, _changed)
 
 
 def urgent_fingerprint(
-    obj: dict[str, Any], dependents: Iterable[dict[str, Any]], annotation_prefixes: Iterable[str]
+    obj: dict[str, Any], dependents: Iterable[Seen], annotation_prefixes: Iterable[str]
 ) -> str:
     return _fingerprint(obj, dependents, annotation_prefixes, _urgent)
 

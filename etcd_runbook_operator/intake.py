@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from functools import partial
 from typing import Any
 
-from .config import Watch
+from .config import Dependent, Watch
+from .fingerprint import Seen
 from .informer import Informer, ObjKey, obj_key
 from .kube import Kube, Resource
 from .metrics import Metrics
@@ -32,16 +34,57 @@ log = logging.getLogger(__name__)
 _SEEN_DELETIONS = 1024
 
 
-def owner_key(obj: dict[str, Any], watch: Watch) -> ObjKey | None:
-    """The primary object a dependent belongs to: controller ownerReference, else the label."""
+def owner_key(obj: dict[str, Any], watch: Watch, dependent: Dependent) -> ObjKey | None:
+    """The primary object a dependent belongs to, in the dependent's namespace: the controller
+    ownerReference to the watched kind, else the `ownerLabel` label, else the dependent's
+    `ownerField`. What the runbook sets on its own objects comes first; the field is for
+    objects people make, which name their owner in their spec and carry neither."""
+    found = owner_match(obj, watch, dependent)
+    return found[0] if found else None
+
+
+def owner_match(
+    obj: dict[str, Any], watch: Watch, dependent: Dependent
+) -> tuple[ObjKey, bool] | None:
+    """The owner (as owner_key finds it) and whether only the `ownerField` named it."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace") or ""
     for ref in meta.get("ownerReferences") or []:
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == watch.kind and group == watch.group:
-            return (namespace, ref["name"])
+            return (namespace, ref["name"]), False
     owner = (meta.get("labels") or {}).get(watch.owner_label) if watch.owner_label else None
-    return (namespace, owner) if owner else None
+    if owner:
+        return (namespace, owner), False
+    owner = _field_name(obj, dependent.owner_field) if dependent.owner_field else None
+    return ((namespace, owner), True) if owner else None
+
+
+def counts_by_spec(obj: dict[str, Any], watch: Watch, by_field: bool) -> bool:
+    """Whether the skip rule counts a dependent only by its spec (fingerprint.Seen): one that
+    only its ownerField maps, and that carries no label under the watched group's prefix.
+    Such an object is a person's, which the runbook reads by its spec; a label of the group
+    (for etcd: etcd.runbook.io/before-upgrade on a person's backup, whose status.lastSnapshot
+    the cluster's runbook reads) says the runbook also reads what happens to it, so it counts
+    in full, as the runbook's own objects (ownerReference, ownerLabel) do."""
+    if not by_field:
+        return False
+    prefix = f"{watch.group}/"
+    return not any(k.startswith(prefix) for k in (obj.get("metadata", {}).get("labels") or {}))
+
+
+def _field_name(obj: dict[str, Any], path: tuple[str, ...]) -> str | None:
+    """The string at `path`, when it can be an object's name. The name becomes a segment of
+    the owner's API path, so "a/status" or ".." (which a person may write; the watcher does
+    not know the owner's schema) would address something else: those name no owner."""
+    value: Any = obj
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "%" in value:
+        return None
+    return value
 
 
 def run_name(key: ObjKey) -> str:
@@ -121,14 +164,19 @@ class Intake:
             )
             for ns in namespaces
         ]
-        self.dependents = [
-            Informer(
-                kube,
-                res,
-                self.on_losable if dep.preempt_on_loss else self.on_dependent,
-                ns,
-                watch.dependent_selector,
-                on_restart=self._restart_counter(res),
+        # One informer per dependent kind and namespace (config.py refuses a kind listed twice);
+        # each keeps its Dependent, whose ownerField maps its objects to their owner.
+        self._dependents = [
+            (
+                dep,
+                Informer(
+                    kube,
+                    res,
+                    partial(self.on_losable if dep.preempt_on_loss else self.on_dependent, dep),
+                    ns,
+                    watch.selector_of(dep),
+                    on_restart=self._restart_counter(res),
+                ),
             )
             for dep in (watch.dependents if watch.watch_dependent_resources else ())
             for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
@@ -138,6 +186,10 @@ class Intake:
     def _restart_counter(self, resource: Resource) -> Any:
         counter = self.metrics.watch_restarts
         return lambda reason: counter.labels(resource.plural, reason).inc()
+
+    @property
+    def dependents(self) -> list[Informer]:
+        return [inf for _, inf in self._dependents]
 
     @property
     def informers(self) -> list[Informer]:
@@ -154,17 +206,17 @@ class Intake:
             self.in_flight.preempt(key, f"generation {generation} of the spec")
         self.enqueue(key)
 
-    def on_dependent(self, event: str, obj: dict[str, Any]) -> None:
-        key = owner_key(obj, self.watch)
+    def on_dependent(self, dependent: Dependent, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch, dependent)
         if key:
             self.enqueue(key)
 
-    def on_losable(self, event: str, obj: dict[str, Any]) -> None:
-        key = owner_key(obj, self.watch)
+    def on_losable(self, dependent: Dependent, event: str, obj: dict[str, Any]) -> None:
+        key = owner_key(obj, self.watch, dependent)
         if key and self._lost_by_outside_hand(event, obj):
             what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
             self.in_flight.preempt(key, f"{what} deleted")
-        self.on_dependent(event, obj)
+        self.on_dependent(dependent, event, obj)
 
     def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
         """First sight of a deletion of this dependent that the runbook did not make itself."""
@@ -187,7 +239,12 @@ class Intake:
                 for obj in inf.items():
                     self.enqueue(obj_key(obj))
 
-    def dependents_of(self, key: ObjKey) -> list[dict[str, Any]]:
-        return [
-            d for inf in self.dependents for d in inf.items() if owner_key(d, self.watch) == key
-        ]
+    def dependents_of(self, key: ObjKey) -> list[Seen]:
+        """The dependents of `key` in the informer caches, each as the skip rule counts it."""
+        seen = []
+        for dep, inf in self._dependents:
+            for d in inf.items():
+                found = owner_match(d, self.watch, dep)
+                if found and found[0] == key:
+                    seen.append(Seen(d, counts_by_spec(d, self.watch, found[1])))
+        return seen

@@ -12,7 +12,7 @@ from . import conditions
 from .config import Target, Watch
 from .events import EventRecorder
 from .extravars import build_extravars
-from .fingerprint import SkipTracker, fingerprint, urgent_fingerprint
+from .fingerprint import Seen, SkipTracker, fingerprint, urgent_fingerprint
 from .informer import ObjKey, obj_key
 from .intake import InFlight, run_name
 from .kube import ApiException, Kube, Resource
@@ -39,7 +39,7 @@ class Reconciler:
         metrics: Metrics,
         queue: WorkQueue,
         in_flight: InFlight,
-        dependents_of: Callable[[ObjKey], list[dict[str, Any]]],
+        dependents_of: Callable[[ObjKey], list[Seen]],
         runner_timeout: float,
         shutting_down: threading.Event,
     ) -> None:

@@ -47,6 +47,12 @@ def test_repo_watches_file_has_the_contracted_entry(tmp_path):
         ("PersistentVolumeClaim", "persistentvolumeclaims", False),
         ("EtcdBackup", "etcdbackups", False),
     ]
+    # Every EtcdBackup naming the cluster queues it, the user's too (unlabelled): no selector.
+    assert [(w.selector_of(d), d.owner_field) for d in w.dependents] == [
+        ("app.kubernetes.io/managed-by=etcd-runbook-operator", ()),
+        ("app.kubernetes.io/managed-by=etcd-runbook-operator", ()),
+        ("", ("spec", "clusterName")),
+    ]
     assert w.owner_label == "etcd.runbook.io/cluster" and not w.pass_spec_parameters
     assert w.dependent_selector == "app.kubernetes.io/managed-by=etcd-runbook-operator"
     assert w.preemption_opt_out_annotation == "etcd.runbook.io/deleted-by-runbook"
@@ -109,11 +115,84 @@ def test_finalizer_with_only_vars_reuses_main_target(tmp_path):
         ("  dependents: [{kind: Job}]\n", r"dependents\[0\]: 'version' is required"),
         ("  dependents: [{version: v1, kind: Job, plurals: x}]\n", "unknown key 'plurals'"),
         ("  dependents: {version: v1}\n", "'dependents' must be a list"),
+        (
+            "  dependents: [{version: v1, kind: Pod}, {version: v2, kind: Pod}]\n",
+            r"dependents\[1\]: Pod is listed twice",
+        ),
+        (
+            "  dependents: [{group: a.io, version: v1, kind: X}, {group: a.io, version: v1,"
+            " kind: X, plural: xes}]\n",
+            r"dependents\[1\]: X.a.io is listed twice",
+        ),
     ],
 )
 def test_invalid_values_are_named(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
         load_watches(write(tmp_path, BASE + extra))
+
+
+DEP = "  dependents:\n    - version: v1\n      kind: Gadget\n"
+
+
+@pytest.mark.parametrize(
+    "extra, selector, owner_field",
+    [
+        ("", "managed=yes", ()),
+        ("      ownerField: spec.owner\n", "managed=yes", ("spec", "owner")),
+        (
+            "      ownerField: spec.target.cluster_name\n",
+            "managed=yes",
+            ("spec", "target", "cluster_name"),
+        ),
+        ("      ownerField: ownerName\n", "managed=yes", ("ownerName",)),
+        # An empty selector watches every object of the kind (as an empty LabelSelector does).
+        ("      selector: {}\n      ownerField: spec.owner\n", "", ("spec", "owner")),
+        ("      selector: {matchLabels: {}}\n", "", ()),
+        ("      selector: {matchLabels: {tier: db}}\n", "tier=db", ()),
+        (
+            "      selector:\n        matchExpressions: [{key: x, operator: DoesNotExist}]\n",
+            "!x",
+            (),
+        ),
+    ],
+)
+def test_dependent_selector_and_owner_field(tmp_path, extra, selector, owner_field):
+    text = BASE + DEP + extra + "  dependentSelector: managed=yes\n"
+    [w] = load_watches(write(tmp_path, text))
+    [dep] = w.dependents
+    assert (w.selector_of(dep), dep.owner_field) == (selector, owner_field)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("      ownerfield: spec.owner\n", r"dependents\[0\]: unknown key 'ownerfield'"),
+        ("      ownerField: [spec, owner]\n", r"dependents\[0\]: 'ownerField' must be a str"),
+        ("      ownerField: 3\n", "'ownerField' must be a str"),
+        ("      ownerField: ''\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: spec..owner\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: .spec.owner\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: spec.owner.\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: 'spec.owners[0]'\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: metadata.labels.a/b\n", "'ownerField' must be a dotted path"),
+        ("      ownerField: spec. owner\n", "'ownerField' must be a dotted path"),
+        ("      selector: app=x\n", r"dependents\[0\]: 'selector' must be a mapping"),
+        ("      selector:\n", r"dependents\[0\]: 'selector' must be a mapping"),
+        ("      selector: {labels: {a: b}}\n", r"dependents\[0\]: selector: unknown key 'labels'"),
+        ("      selector: {matchLabels: {tier: 1}}\n", "'matchLabels' must map strings"),
+        ("      selector: {matchLabels: [a]}\n", "'matchLabels' must map strings"),
+        ("      selector: {matchExpressions: {key: a}}\n", "'matchExpressions' must be a list"),
+        ("      selector: {matchExpressions: [a]}\n", "invalid selector expression"),
+        (
+            "      selector: {matchExpressions: [{key: a, operator: In}]}\n",
+            "invalid selector expression",
+        ),
+    ],
+)
+def test_invalid_dependent_keys_are_named(tmp_path, extra, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_watches(write(tmp_path, BASE + DEP + extra))
+    assert "entry 0 (Widget)" in str(err.value)
 
 
 def test_missing_playbook_and_duplicate_kind(tmp_path):

@@ -1,6 +1,7 @@
 """Reconcile logic against an in-memory API server and a recording runner."""
 
 import copy
+import dataclasses
 import time
 from pathlib import Path
 
@@ -204,44 +205,105 @@ def test_deletion_runs_finalizer_then_removes_it(tmp_path):
     assert len(runner.runs) == 3
 
 
+def controller_ref(kind="Widget", api_version="test.runbook.io/v1", name="w1", controller=True):
+    return {"apiVersion": api_version, "kind": kind, "name": name, "controller": controller}
+
+
+# A dependent that people make themselves: it names its Widget in spec.widget.name.
+GADGET = Dependent(
+    "test.runbook.io", "v1", "Gadget", "gadgets", owner_field=("spec", "widget", "name")
+)
+
+
 @pytest.mark.parametrize(
-    "meta, expected",
+    "obj, without_field, expected",
     [
-        (
+        # The controller ownerReference to the watched kind wins over the label and the field.
+        pytest.param(
             {
-                "ownerReferences": [
-                    {
-                        "apiVersion": "test.runbook.io/v1",
-                        "kind": "Widget",
-                        "name": "w1",
-                        "controller": True,
-                    }
-                ],
-                "labels": {"etcd.runbook.io/cluster": "zz"},
+                "metadata": {
+                    "ownerReferences": [controller_ref()],
+                    "labels": {OWNER_LABEL: "zz"},
+                },
+                "spec": {"widget": {"name": "yy"}},
             },
             ("ns", "w1"),
+            ("ns", "w1"),
+            id="ownerReference",
         ),
-        (
+        # A controller of another kind or group, or a reference that is not the controller, is
+        # no owner: the label is next, then the field.
+        pytest.param(
             {
-                "ownerReferences": [
-                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "controller": True}
-                ],
-                "labels": {"etcd.runbook.io/cluster": "w2"},
+                "metadata": {
+                    "ownerReferences": [controller_ref("ReplicaSet", "apps/v1", "r")],
+                    "labels": {OWNER_LABEL: "w2"},
+                },
+                "spec": {"widget": {"name": "yy"}},
             },
             ("ns", "w2"),
+            ("ns", "w2"),
+            id="label-before-field",
         ),
-        ({"labels": {}}, None),
+        pytest.param(
+            {
+                "metadata": {
+                    "ownerReferences": [
+                        controller_ref(api_version="other.io/v1"),
+                        controller_ref(controller=False),
+                    ]
+                },
+                "spec": {"widget": {"name": "w3"}},
+            },
+            None,
+            ("ns", "w3"),
+            id="field-when-no-controller-of-the-kind",
+        ),
+        pytest.param(
+            {"metadata": {"labels": {OWNER_LABEL: ""}}, "spec": {"widget": {"name": "w4"}}},
+            None,
+            ("ns", "w4"),
+            id="empty-label-then-field",
+        ),
+        pytest.param({"metadata": {"labels": {}}}, None, None, id="nothing"),
+        pytest.param({"metadata": {}, "spec": {}}, None, None, id="field-missing"),
+        pytest.param({"metadata": {}, "spec": {"widget": {}}}, None, None, id="leaf-missing"),
+        pytest.param({"metadata": {}, "spec": None}, None, None, id="spec-null"),
+        pytest.param(
+            {"metadata": {}, "spec": {"widget": "w1"}}, None, None, id="path-through-a-string"
+        ),
+        pytest.param({"metadata": {}, "spec": {"widget": [{"name": "w1"}]}}, None, None, id="list"),
+        pytest.param({"metadata": {}, "spec": {"widget": {"name": ""}}}, None, None, id="empty"),
+        pytest.param({"metadata": {}, "spec": {"widget": {"name": 7}}}, None, None, id="int"),
+        pytest.param(
+            {"metadata": {}, "spec": {"widget": {"name": {"n": "w1"}}}}, None, None, id="map"
+        ),
+        # Names that would address another API path than the owner's.
+        pytest.param(
+            {"metadata": {}, "spec": {"widget": {"name": "w1/status"}}}, None, None, id="slash"
+        ),
+        pytest.param({"metadata": {}, "spec": {"widget": {"name": ".."}}}, None, None, id="dots"),
     ],
 )
-def test_owner_key(meta, expected):
+def test_owner_key(obj, without_field, expected):
+    obj = {**obj, "metadata": {"namespace": "ns", "name": "p", **obj["metadata"]}}
     watch = Watch(
         group="test.runbook.io", version="v1", kind="Widget", target=PB, owner_label=OWNER_LABEL
     )
-    assert owner_key({"metadata": {"namespace": "ns", "name": "p", **meta}}, watch) == expected
-    # Without an owner label only the controller reference counts.
+    # A dependent without ownerField: only the reference and the label count.
+    assert owner_key(obj, watch, Dependent("", "v1", "Pod", "pods")) == without_field
+    assert owner_key(obj, watch, GADGET) == expected
+
+
+def test_owner_key_without_owner_label():
+    # Without an owner label only the controller reference counts, then the field.
     bare = Watch(group="test.runbook.io", version="v1", kind="Widget", target=PB)
-    found = owner_key({"metadata": {"namespace": "ns", "name": "p", **meta}}, bare)
-    assert found == (expected if expected == ("ns", "w1") else None)
+    labelled = {"namespace": "ns", "name": "p", "labels": {OWNER_LABEL: "w2"}}
+    assert owner_key({"metadata": labelled}, bare, GADGET) is None
+    named = {"metadata": labelled, "spec": {"widget": {"name": "w3"}}}
+    assert owner_key(named, bare, GADGET) == ("ns", "w3")
+    owned = {"metadata": {**labelled, "ownerReferences": [controller_ref()]}}
+    assert owner_key(owned, bare, Dependent("", "v1", "Pod", "pods")) == ("ns", "w1")
 
 
 def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
@@ -257,12 +319,99 @@ def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
     }
     ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
     ctl.reconcile(KEY)
-    ctl.intake.on_dependent("MODIFIED", pod)
+    ctl.intake.on_dependent(DEPENDENTS[0], "MODIFIED", pod)
     assert ctl.queue.get(0) == KEY
     ctl.queue.done(KEY)
     pod["metadata"]["resourceVersion"] = "6"  # e.g. the Pod went NotReady
     ctl.reconcile(KEY)
     assert len(runner.runs) == 2
+
+
+GADGETS = Resource("test.runbook.io", "v1", "gadgets", "Gadget")
+
+
+def gadget(namespace: str, name: str, widget: object) -> dict:
+    return {
+        "apiVersion": "test.runbook.io/v1",
+        "kind": "Gadget",
+        "metadata": {"namespace": namespace, "name": name, "uid": f"{namespace}-{name}"},
+        "spec": {"widget": {"name": widget}},
+    }
+
+
+def test_a_dependent_named_by_field_queues_its_owner_and_is_one_of_its_dependents(tmp_path):
+    # A person's Gadget names its Widget in the spec and carries no label: its informer has no
+    # selector (`selector: {}`) while the Pods' keeps the entry's dependentSelector.
+    everything = dataclasses.replace(GADGET, selector="")
+    kube, runner, ctl, _ = make(
+        tmp_path,
+        [result(False, task="t", msg="needs a gadget"), result()],
+        dependents=(*DEPENDENTS, everything),
+        dependent_selector="app.kubernetes.io/managed-by=test",
+    )
+    assert [(i.resource.plural, i.label_selector) for i in ctl.intake.dependents] == [
+        ("pods", "app.kubernetes.io/managed-by=test"),
+        ("persistentvolumeclaims", "app.kubernetes.io/managed-by=test"),
+        ("gadgets", ""),
+    ]
+    now = [0.0]
+    ctl.skips.clock = lambda: now[0]
+    ctl.reconcile(KEY)  # the runbook refuses for want of a gadget: backing off
+    assert len(runner.runs) == 1 and ctl.queue.failures(KEY) == 1
+    for obj in (
+        gadget("ns", "mine", "w1"),
+        gadget("other", "same-name-elsewhere", "w1"),  # (other, w1): not ours
+        gadget("ns", "unnamed", 7),
+    ):
+        kube.put_object(GADGETS.path(obj["metadata"]["namespace"], obj["metadata"]["name"]), obj)
+    informer = ctl.intake.dependents[2]
+    informer._list()  # the informer's first list: ADDED for each
+    queued = {ctl.queue.get(0), ctl.queue.get(0)}
+    assert queued == {KEY, ("other", "w1")} and ctl.queue.depth() == 0
+    # Only the field names it: the skip rule counts it by its spec.
+    seen = [(s.obj["metadata"]["name"], s.by_spec) for s in ctl.intake.dependents_of(KEY)]
+    assert seen == [("mine", True)]
+    # A new dependent is urgent: it does not wait for the retry time.
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2 and cond(kube, "Degraded")["status"] == "False"
+
+
+def test_a_person_s_dependent_runs_its_owner_on_spec_changes_not_on_status_writes(tmp_path):
+    # A person's Gadget (named by field only): its own runbook writes its status three times a
+    # snapshot; none of that starts a run of its Widget, nor breaks the Widget's backoff.
+    kube, runner, ctl, _ = make(
+        tmp_path,
+        [result(), result(), result(False, task="t", msg="m"), result()],
+        dependents=(*DEPENDENTS, GADGET),
+    )
+    now = [0.0]
+    ctl.skips.clock = lambda: now[0]
+    mine = {**gadget("ns", "mine", "w1"), "status": {"phase": "Scheduled"}}
+    mine["metadata"].update(generation=1, resourceVersion="10")
+    cache = ctl.intake.dependents[2]._cache
+    cache[("ns", "mine")] = mine
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    for rv, status in (("11", {"phase": "Running"}), ("12", {"lastSnapshot": {"sha256": "ab"}})):
+        mine["metadata"]["resourceVersion"] = rv
+        mine["status"].update(status)
+        ctl.reconcile(KEY)
+    assert len(runner.runs) == 1
+    mine["spec"]["destination"] = {"volume": {"claimName": "snaps"}}
+    mine["metadata"].update(generation=2, resourceVersion="13")
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+    # Backing off after a failure: its phase is not urgent, its deletion is.
+    kube.objects[PATH]["metadata"]["generation"] = 2
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3 and ctl.queue.failures(KEY) == 1
+    mine["status"]["phase"] = "Failed"
+    mine["metadata"]["resourceVersion"] = "14"
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 3
+    del cache[("ns", "mine")]
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 4
 
 
 def member_pod(uid: str, **meta) -> dict:
@@ -282,9 +431,11 @@ def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
     kube, runner, ctl, metrics = make(tmp_path, [stopped, result()])
     runner.during_run = lambda: (
         ctl.intake.on_losable(
-            "MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")
+            DEPENDENTS[0], "MODIFIED", member_pod("p1", deletionTimestamp="2026-01-01T00:00:00Z")
         ),
-        ctl.intake.on_losable("DELETED", member_pod("p1")),  # same Pod: no second request
+        ctl.intake.on_losable(
+            DEPENDENTS[0], "DELETED", member_pod("p1")
+        ),  # same Pod: no second request
     )
     ctl.queue.add(KEY)
     assert ctl.queue.get(0) == KEY
@@ -328,10 +479,14 @@ def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
 def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
     own = {"test.runbook.io/deleted-by-runbook": "upgrade"}
-    runner.during_run = lambda: ctl.intake.on_losable("DELETED", member_pod("p2", annotations=own))
+    runner.during_run = lambda: ctl.intake.on_losable(
+        DEPENDENTS[0], "DELETED", member_pod("p2", annotations=own)
+    )
     ctl.reconcile(KEY)
     runner.during_run = None
-    ctl.intake.on_losable("DELETED", member_pod("p3"))  # no run in flight: the queue is enough
+    ctl.intake.on_losable(
+        DEPENDENTS[0], "DELETED", member_pod("p3")
+    )  # no run in flight: the queue is enough
     assert runner.stop_requests == []
     assert ctl.queue.get(0) == KEY
 

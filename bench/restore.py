@@ -83,6 +83,7 @@ from tests.e2e.operator_incluster import (  # noqa: E402
     InClusterOperator,
     deploy,
 )
+from tests.e2e.test_etcdbackup import backup, credentials_secret  # noqa: E402
 from tests.k8s_cluster import K8sCluster  # noqa: E402
 from tests.object_store import read_credentials  # noqa: E402
 from tests.s3_local import stop_process  # noqa: E402
@@ -367,23 +368,7 @@ class Run:
     def backup(self, name: str, cluster: str, endpoint: str, bucket: str) -> dict[str, Any]:
         began = time.monotonic()
         self.kube.create(
-            self.path("etcdbackups"),
-            {
-                "apiVersion": "etcd.runbook.io/v1alpha1",
-                "kind": "EtcdBackup",
-                "metadata": {"name": name},
-                "spec": {
-                    "clusterName": cluster,
-                    "destination": {
-                        "s3": {
-                            "endpoint": endpoint,
-                            "bucket": bucket,
-                            "prefix": "bench",
-                            "credentialsSecret": "s3",
-                        }
-                    },
-                },
-            },
+            self.path("etcdbackups"), backup(name, cluster, endpoint, bucket, "s3", prefix="bench")
         )
 
         def done() -> dict[str, Any]:
@@ -655,16 +640,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s.kubectl("create", "namespace", ns)
     print(f"namespace {ns}, bucket {bucket}, operator image {operator_image}", flush=True)
     access, secret = read_credentials(k8s)
-    k8s.kubectl(
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        "s3",
-        f"--from-literal=accessKeyId={access}",
-        f"--from-literal=secretAccessKey={secret}",
-    )
+    credentials_secret(k8s, ns, "s3", access, secret)
     report: dict[str, Any] = {
         "trials": args.trials,
         "ns": ns,

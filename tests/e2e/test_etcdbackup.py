@@ -27,7 +27,16 @@ BACKUP_WITHIN = 240
 KEYS = 50
 
 
-def backup(name: str, cluster: str, endpoint: str, bucket: str, secret: str, **spec: Any) -> dict:
+def backup(
+    name: str,
+    cluster: str,
+    endpoint: str,
+    bucket: str,
+    secret: str,
+    *,
+    prefix: str = "e2e",
+    **spec: Any,
+) -> dict:
     return {
         "apiVersion": "etcd.runbook.io/v1alpha1",
         "kind": "EtcdBackup",
@@ -38,7 +47,7 @@ def backup(name: str, cluster: str, endpoint: str, bucket: str, secret: str, **s
                 "s3": {
                     "endpoint": endpoint,
                     "bucket": bucket,
-                    "prefix": "e2e",
+                    "prefix": prefix,
                     "credentialsSecret": secret,
                 }
             },
@@ -257,7 +266,7 @@ def test_a_schedule_keeps_exactly_keep_snapshots(
         credentials_secret(k8s, ns, "s3", object_store.access_key, object_store.secret_key)
         wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
         started = time.monotonic()
-        spec = {"schedule": "* * * * *", "retention": {"keep": 2}}
+        spec: dict[str, Any] = {"schedule": "* * * * *", "retention": {"keep": 2}}
         apply(k8s, ns, backup("minutely", name, object_store.endpoint, bucket, "s3", **spec))
         assert wait_phase(k8s, ns, "minutely", {"Scheduled", "Running"}, 60)
         cron = get(k8s, ns, "cronjob", "minutely")["spec"]

@@ -125,6 +125,11 @@ def test_a_volume_destination_and_a_store_ca_are_mounted():
         (lambda b: b["metadata"].update(name="x" * 53), IMAGE, "at most 52 characters"),
         (lambda b: b["metadata"].pop("uid"), IMAGE, "no uid"),
         (lambda b: None, "", "no image"),
+        # What the CronJob controller would refuse is refused here, naming the field.
+        (lambda b: b["spec"].update(schedule="0 3 * * 7"), IMAGE, r"spec.schedule .*0 or SUN"),
+        (lambda b: b["spec"].update(schedule="0 3 * * 1-7"), IMAGE, r"days of the week 0-6"),
+        (lambda b: b["spec"].update(schedule="0 3 * *"), IMAGE, r"spec.schedule .*not a cron"),
+        (lambda b: b["spec"].update(schedule="61 * * * *"), IMAGE, r"not a cron line"),
     ],
 )
 def test_what_cannot_become_a_job_is_refused(change, image, match):
@@ -289,6 +294,13 @@ def test_jobs_of_another_backup_are_not_counted():
     other = job("x", "Failed", "t9")
     other["metadata"]["labels"][bj.LABEL_BACKUP] = "other"
     assert bj.report(backup(), [other], [], None)["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize(
+    "line", ["0 3 * * 0", "0 3 * * SUN", "0 3 * * 1-6", "@weekly", "*/5 * * * *"]
+)
+def test_what_the_cronjob_controller_takes_is_no_problem(line):
+    assert bj.schedule_problem(line) == ""
 
 
 def test_the_filter_reports_a_refusal_instead_of_raising():

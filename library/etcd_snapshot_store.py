@@ -171,7 +171,6 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         else DirectoryStore(params["directory"])
     )
     prefix = params["prefix"]
-    store.check_access(prefix, write=params["state"] == "absent")
     listing = store.snapshots(prefix)
     if params["state"] == "listed":
         if params["keys"]:

@@ -141,6 +141,8 @@ class DirectoryStore(SnapshotCatalog):
         fsync_dir(os.path.dirname(path))
 
     def list_keys(self, prefix: str) -> list[dict[str, Any]]:
+        # A prefix not written yet lists nothing, but an unmounted volume is not an empty one.
+        self.check_access(prefix)
         # Walk from the deepest directory the prefix names; keys are then matched on the
         # whole prefix, as a store matches them.
         start = os.path.join(self.root, *[p for p in prefix.split("/")[:-1] if p])

@@ -27,6 +27,15 @@ BACKUP_WITHIN = 240
 KEYS = 50
 
 
+def etcd_backup(name: str, cluster: str, destination: dict[str, Any], **spec: Any) -> dict:
+    return {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {"name": name},
+        "spec": {"clusterName": cluster, "destination": destination, **spec},
+    }
+
+
 def backup(
     name: str,
     cluster: str,
@@ -37,36 +46,12 @@ def backup(
     prefix: str = "e2e",
     **spec: Any,
 ) -> dict:
-    return {
-        "apiVersion": "etcd.runbook.io/v1alpha1",
-        "kind": "EtcdBackup",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterName": cluster,
-            "destination": {
-                "s3": {
-                    "endpoint": endpoint,
-                    "bucket": bucket,
-                    "prefix": prefix,
-                    "credentialsSecret": secret,
-                }
-            },
-            **spec,
-        },
-    }
+    s3 = {"endpoint": endpoint, "bucket": bucket, "prefix": prefix, "credentialsSecret": secret}
+    return etcd_backup(name, cluster, {"s3": s3}, **spec)
 
 
 def volume_backup(name: str, cluster: str, claim: str, **spec: Any) -> dict:
-    return {
-        "apiVersion": "etcd.runbook.io/v1alpha1",
-        "kind": "EtcdBackup",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterName": cluster,
-            "destination": {"volume": {"claimName": claim, "path": "/e2e"}},
-            **spec,
-        },
-    }
+    return etcd_backup(name, cluster, {"volume": {"claimName": claim, "path": "/e2e"}}, **spec)
 
 
 def backup_claim(name: str) -> dict:

@@ -49,6 +49,10 @@ DATA_MOUNT = "/var/lib/etcd"
 DATA_DIR = f"{DATA_MOUNT}/data"
 S3_CA_DIR = "/etc/etcd-restore/s3-ca"
 SOURCE_DIR = "/source"  # where a volume source's claim is mounted
+# Where a person's upload (etcd_snapshot_upload) lands in the fetch step, which waits for it.
+UPLOAD_DIR = f"{SNAPSHOT_DIR}/upload"
+UPLOAD_NAME = "snapshot.db"
+FETCH_CONTAINER = "fetch"
 WORKDIR = "/opt/etcd-runbook-operator"
 TERMINATION_LOG = "/dev/termination-log"
 RUN_AS = 65532
@@ -72,6 +76,7 @@ FETCH_REASONS = (
     "SnapshotMissing",
     "VolumeMissing",
     "VolumeError",
+    "UploadTimeout",
 )
 _FETCH_REASON = re.compile(r"\b(" + "|".join(FETCH_REASONS) + r"):")
 # What etcd's restore tool says of a snapshot whose own hash does not match.
@@ -146,11 +151,14 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
     or not asked for). Raises RestoreRefused naming the field."""
     source = (restore.get("spec") or {}).get("source") or {}
     given = [k for k in ("backupName", "volume", "s3") if source.get(k)]
+    # `upload: {}` is set, though empty.
+    if isinstance(source.get("upload"), dict):
+        given.append("upload")
     if len(given) != 1:
         raise RestoreRefused(
             "InvalidSpec",
             SOURCE_FIELD,
-            "spec.source must set exactly one of backupName, volume or s3",
+            "spec.source must set exactly one of backupName, volume, s3 or upload",
         )
     unknown = {"revision": None, "size": None, "etcd_version": ""}
     if given != ["backupName"]:
@@ -184,6 +192,14 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
             "key": key,
             "sha256": sha256,
             "location": f"pvc://{claim}/{key}",
+            **unknown,
+        }
+    if given == ["upload"]:
+        return {
+            "kind": "upload",
+            "key": UPLOAD_NAME,
+            "sha256": sha256,
+            "location": f"upload:sha256:{sha256}",
             **unknown,
         }
     if given == ["s3"]:
@@ -324,6 +340,25 @@ def _fetch_from_s3(
         )
 
 
+def upload_wait(options: dict[str, Any]) -> int:
+    """Seconds the fetch step waits for an upload: the Job's deadline less ten minutes for
+    the checks and etcd's tool, so a missing upload fails with its own message, not the
+    Job's deadline."""
+    return max(60, int(options.get("deadline_seconds", 3600)) - 600)
+
+
+def fetching_pod(pods: list[dict[str, Any]]) -> str:
+    """The restore Pod whose fetch step is running (the one that can take an upload), or
+    empty."""
+    for pod in pods:
+        if _meta(pod).get("deletionTimestamp"):
+            continue
+        for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            if status.get("name") == FETCH_CONTAINER and (status.get("state") or {}).get("running"):
+                return str(_meta(pod).get("name") or "")
+    return ""
+
+
 def restore_job(
     restore: dict[str, Any],
     source: dict[str, Any],
@@ -353,7 +388,12 @@ def restore_job(
         {"name": "snapshot", "emptyDir": {}},
         {"name": "data", "persistentVolumeClaim": {"claimName": target["claim_name"]}},
     ]
-    if source.get("kind") == "volume":
+    if source.get("kind") == "upload":
+        # The fetch step waits this long for a person's upload, then checks it as a copy
+        # from a claim.
+        env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": UPLOAD_DIR})
+        env.append({"name": "ETCD_RESTORE_UPLOAD_WAIT", "value": str(upload_wait(options))})
+    elif source.get("kind") == "volume":
         # Read-only: a restore never changes the backups it reads.
         env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": SOURCE_DIR})
         fetch_mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
@@ -398,7 +438,7 @@ def restore_job(
         },
         "initContainers": [
             {
-                "name": "fetch",
+                "name": FETCH_CONTAINER,
                 "image": image,
                 "imagePullPolicy": options.get("image_pull_policy", "IfNotPresent"),
                 "workingDir": WORKDIR,
@@ -549,8 +589,9 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
     it), `claim_name`, `peer_url`, `token`; and `image`, the operator's own.
 
     Returns the objects to create in order (`create`), the claim to release (`release`), the
-    EtcdCluster label to drop once done (`unlabel`), and `report` (status, conditions,
-    events)."""
+    EtcdCluster label to drop once done (`unlabel`), where a person's upload goes
+    (`upload`: the Pod whose fetch step waits for it, or None), and `report` (status,
+    conditions, events)."""
     meta = _meta(restore)
     uid = str(meta.get("uid") or "")
     status = restore.get("status") or {}
@@ -727,9 +768,19 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
                 "labels": {LABEL_RESTORE: None},
             },
         }
+    upload = None
+    pod = fetching_pod(seen.get("pods") or []) if state == "Active" else ""
+    if source.get("kind") == "upload" and pod:
+        upload = {
+            "pod": pod,
+            "container": FETCH_CONTAINER,
+            "dest": f"{UPLOAD_DIR}/{UPLOAD_NAME}",
+            "sha256": source["sha256"],
+        }
     return {
         "refusals": refusals,
         "source": source,
+        "upload": upload,
         "create": create,
         "release": release,
         "unlabel": unlabel,
@@ -778,6 +829,18 @@ def _report(
             "MembersStarting",
             f"the snapshot is restored; EtcdCluster {name} is starting its members "
             "({} of {} ready)".format(*_members_ready(cluster)),
+        )
+        degraded = ("False", "AsExpected", "no problem seen")
+    elif state == "Active" and source.get("kind") == "upload":
+        phase = "Restoring"
+        meta = _meta(restore)
+        progressing = (
+            "True",
+            "WaitingForUpload",
+            f"Job {job_name(restore)} waits for the snapshot to be uploaded, then verifies it "
+            "and writes the first member's data: ansible-playbook playbooks/etcd-restore.yml "
+            f"-e restore={meta.get('name')} -e namespace={meta.get('namespace')} "
+            "-e file=<the snapshot file>",
         )
         degraded = ("False", "AsExpected", "no problem seen")
     elif state == "Active":

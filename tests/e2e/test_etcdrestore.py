@@ -1,10 +1,10 @@
 """EtcdRestore end to end: a real etcd cluster backed up by an EtcdBackup into the real
 S3-compatible store on the local cluster (and by another onto a claim), deleted with its
 claims, and restored by the in-cluster operator into a new cluster of the same name (and by
-hand from the claim): every key back, revisions above the
-old ones, a new cluster ID, and a watch resumed from an old revision told it was compacted.
-What cannot be restored is refused or fails with a condition that says why, and no member is
-ever started on data that was not verified."""
+hand, from the claim and from a file uploaded from this machine): every key back, revisions
+above the old ones, a new cluster ID, and a watch resumed from an old revision told it was
+compacted. What cannot be restored is refused or fails with a condition that says why, and no
+member is ever started on data that was not verified."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import io
 import json
 import secrets
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,7 +86,11 @@ def revision_of(k8s: K8sCluster, ns: str, member: str) -> int:
 
 
 def test_backup_delete_and_restore_into_a_new_cluster(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, object_store: ObjectStore
+    k8s_cluster: K8sCluster,
+    k8s_namespace: str,
+    operator: Operator,
+    object_store: ObjectStore,
+    tmp_path: Path,
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "origin"
     bucket = f"e2e-{secrets.token_hex(4)}"
@@ -128,7 +133,11 @@ def test_backup_delete_and_restore_into_a_new_cluster(
         finally:
             body.close()
             body.release_conn()
+        local = tmp_path / "nightly.db"
+        local.write_bytes(bytes(data))
         data[len(data) // 2] ^= 0xFF
+        damaged = tmp_path / "damaged.db"
+        damaged.write_bytes(bytes(data))
         store.put_object(bucket, "corrupt/snapshot.db", io.BytesIO(bytes(data)), len(data))
         corrupt_source = {
             "s3": {
@@ -196,13 +205,17 @@ def test_backup_delete_and_restore_into_a_new_cluster(
         assert "value-0" not in watch.stdout
 
         if isinstance(operator, InClusterOperator):
-            restore_by_hand(k8s, ns, operator)
+            restore_by_hand(k8s, ns, operator, (local, damaged, last["sha256"]))
 
 
-def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> None:
+def restore_by_hand(
+    k8s: K8sCluster, ns: str, operator: InClusterOperator, files: tuple[Path, Path, str]
+) -> None:
     """Break-glass, the operator down: playbooks/etcd-restore.yml drives an EtcdRestore until
     its data is written, writing its status; playbooks/etcdcluster.yml starts the member.
-    The snapshot is the one on the claim: the Job reads it from there, read-only."""
+    Once from the snapshot on the claim (the Job reads it from there, read-only), once from a
+    file on this machine, uploaded into the Job (a damaged copy refused first)."""
+    local, damaged, sha256 = files
     deployment = get(k8s, NAMESPACE, "deployment", DEPLOYMENT)
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0")
@@ -230,9 +243,29 @@ def restore_by_hand(k8s: K8sCluster, ns: str, operator: InClusterOperator) -> No
         assert keys_of(k8s, ns, "by-hand-0") == {
             f"/e2e/key-{i:03d}": f"value-{i}" for i in range(KEYS)
         }
+
+        apply(k8s, ns, restore("upload", "by-upload", {"upload": {}, "sha256": sha256}, size=1))
+        args = ["-e", "restore=upload", "-e", f"namespace={ns}", "-e", f"image={image}"]
+        wrong = playbook_by_hand(k8s, "playbooks/etcd-restore.yml", *args, "-e", f"file={damaged}")
+        assert wrong.returncode != 0 and "wrong or damaged file" in wrong.stdout, wrong.stdout
+        assert "by-upload" not in [c["metadata"]["name"] for c in get(k8s, ns, "etcd")["items"]]
+        ran = playbook_by_hand(k8s, "playbooks/etcd-restore.yml", *args, "-e", f"file={local}")
+        assert ran.returncode == 0, ran.stdout[-3000:]
+        assert "uploaded" in ran.stdout, ran.stdout[-3000:]
+        uploaded = get(k8s, ns, "etcdrestore", "upload")
+        assert uploaded["status"]["phase"] == "Starting", uploaded["status"]
+        assert uploaded["status"]["snapshot"]["location"] == f"upload:sha256:{sha256}"
+        started = playbook_by_hand(
+            k8s, "playbooks/etcdcluster.yml", "-e", "name=by-upload", "-e", f"namespace={ns}"
+        )
+        assert started.returncode == 0, started.stdout[-3000:]
+        assert keys_of(k8s, ns, "by-upload-0") == {
+            f"/e2e/key-{i:03d}": f"value-{i}" for i in range(KEYS)
+        }
     finally:
         operator.start()
         operator.wait_running()
-    # The operator back: it finds the cluster Available and closes the restore.
-    done = wait_restore(k8s, ns, "hand", {"Succeeded", "Failed"}, 240)
-    assert done["status"]["phase"] == "Succeeded", done["status"]
+    # The operator back: it finds the clusters Available and closes the restores.
+    for name in ("hand", "upload"):
+        done = wait_restore(k8s, ns, name, {"Succeeded", "Failed"}, 240)
+        assert done["status"]["phase"] == "Succeeded", done["status"]

@@ -270,8 +270,8 @@ def test_restore_cel_rules():
     messages = [m for _r, m in rules[".spec.source"]]
     assert messages == [
         "spec.source is immutable: a restore runs once; create a new EtcdRestore",
-        "spec.source must set exactly one of backupName, volume or s3",
-        "spec.source.sha256 is required with spec.source.volume or spec.source.s3",
+        "spec.source must set exactly one of backupName, volume, s3 or upload",
+        "spec.source.sha256 is required with spec.source.volume, s3 or upload",
     ]
 
 

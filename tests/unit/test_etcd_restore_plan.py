@@ -203,6 +203,14 @@ def reasons(result: dict) -> list[str]:
             "spec.cluster.spec.version",
         ),
         (restore(version="2.3"), {}, "InvalidSpec", "spec.cluster.spec.version"),
+        # An upload needs the sha256 it will be checked against, and is a source of its own.
+        (restore({"upload": {}}), {}, "InvalidSpec", "spec.source.sha256"),
+        (
+            restore({"upload": {}, "backupName": "nightly", "sha256": SHA}),
+            {},
+            "InvalidSpec",
+            "spec.source",
+        ),
     ],
 )
 def test_refused_with_the_field_named_and_nothing_created(obj, over, reason, field):
@@ -326,6 +334,82 @@ def test_a_volume_source_is_read_from_its_claim_mounted_read_only(obj, over, cla
     assert source["persistentVolumeClaim"] == {"claimName": claim_name, "readOnly": True}
     restore_mounts = pod["containers"][0]["volumeMounts"]
     assert "source" not in [m["name"] for m in restore_mounts], "etcd's tool never sees the claim"
+
+
+def fetching(state: dict[str, Any], deleted: bool = False) -> dict:
+    meta: dict[str, Any] = {"name": "back-restore-x7k2p", "labels": {"job-name": "back-restore"}}
+    if deleted:
+        meta["deletionTimestamp"] = "2026-11-24T20:00:00Z"
+    return {
+        "metadata": meta,
+        "status": {"initContainerStatuses": [{"name": "fetch", "state": state}]},
+    }
+
+
+UPLOAD = {"upload": {}, "sha256": SHA}
+
+
+def test_an_upload_source_waits_in_the_fetch_step_for_the_file():
+    obj = restore(UPLOAD)
+    result = rp.plan(obj, seen(backup=None, secret_keys=None), target(obj))
+    assert result["refusals"] == [] and result["upload"] is None
+    assert result["source"]["location"] == f"upload:sha256:{SHA}"
+    pod = result["create"][2]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
+    assert env["ETCD_RESTORE_DIRECTORY"] == rp.UPLOAD_DIR
+    assert env["ETCD_RESTORE_KEY"] == rp.UPLOAD_NAME and env["ETCD_RESTORE_SHA256"] == SHA
+    # The Job's deadline is 600 s in target(): the wait leaves time for the checks and etcd.
+    assert env["ETCD_RESTORE_UPLOAD_WAIT"] == "60"
+    assert not [e for e in pod["initContainers"][0]["env"] if "valueFrom" in e]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "snapshot", "data"]
+
+
+@pytest.mark.parametrize(
+    ("pods", "job_state", "upload_to"),
+    [
+        # Only a running fetch step can take the file; not before, not after, not a Pod going.
+        ([fetching({"running": {"startedAt": "t"}})], "", "back-restore-x7k2p"),
+        ([fetching({"waiting": {"reason": "PodInitializing"}})], "", None),
+        ([fetching({"terminated": {"exitCode": 0}})], "", None),
+        ([fetching({"running": {"startedAt": "t"}}, deleted=True)], "", None),
+        ([fetching({"running": {"startedAt": "t"}})], "Failed", None),
+        ([], "", None),
+    ],
+)
+def test_where_the_upload_goes(pods, job_state, upload_to):
+    obj = restore(UPLOAD, phase="Restoring")
+    over = {"cluster": ours(), "claims": [claim()], "job": job(job_state), "pods": pods}
+    result = rp.plan(obj, seen(backup=None, secret_keys=None, **over), target(obj))
+    if upload_to is None:
+        assert result["upload"] is None
+        return
+    assert result["upload"] == {
+        "pod": upload_to,
+        "container": "fetch",
+        "dest": f"{rp.UPLOAD_DIR}/{rp.UPLOAD_NAME}",
+        "sha256": SHA,
+    }
+    progressing = result["report"]["conditions"]["Progressing"]
+    assert progressing["reason"] == "WaitingForUpload"
+    assert "-e restore=back -e namespace=prod -e file=" in progressing["message"]
+
+
+def test_an_upload_that_never_came_fails_with_its_own_reason():
+    message = (
+        "Fetch | Wait for the snapshot a person uploads: UploadTimeout: "
+        "no snapshot was uploaded within 60 s"
+    )
+    pod = fetching({"terminated": {"exitCode": 2, "message": message}})
+    obj = restore(UPLOAD, phase="Restoring")
+    over = {"cluster": ours(), "claims": [claim()], "job": job("Failed"), "pods": [pod]}
+    result = rp.plan(obj, seen(backup=None, secret_keys=None, **over), target(obj))
+    assert result["report"]["conditions"]["Degraded"]["reason"] == "UploadTimeout"
+
+
+@pytest.mark.parametrize(("deadline", "wait"), [(3600, 3000), (600, 60), (100, 60), (None, 3000)])
+def test_upload_wait_leaves_time_before_the_jobs_deadline(deadline, wait):
+    options = {} if deadline is None else {"deadline_seconds": deadline}
+    assert rp.upload_wait(options) == wait
 
 
 @pytest.mark.parametrize(

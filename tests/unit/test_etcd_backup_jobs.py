@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -120,23 +121,57 @@ def test_a_volume_destination_and_a_store_ca_are_mounted():
 
 
 @pytest.mark.parametrize(
-    ("change", "image", "match"),
+    ("change", "image", "match", "reason", "field"),
     [
-        (lambda b: b["metadata"].update(name="x" * 53), IMAGE, "at most 52 characters"),
-        (lambda b: b["metadata"].pop("uid"), IMAGE, "no uid"),
-        (lambda b: None, "", "no image"),
-        # What the CronJob controller would refuse is refused here, naming the field.
-        (lambda b: b["spec"].update(schedule="0 3 * * 7"), IMAGE, r"spec.schedule .*0 or SUN"),
-        (lambda b: b["spec"].update(schedule="0 3 * * 1-7"), IMAGE, r"days of the week 0-6"),
-        (lambda b: b["spec"].update(schedule="0 3 * *"), IMAGE, r"spec.schedule .*not a cron"),
-        (lambda b: b["spec"].update(schedule="61 * * * *"), IMAGE, r"not a cron line"),
+        (
+            lambda b: b["metadata"].update(name="x" * 53),
+            IMAGE,
+            "at most 52 characters",
+            "InvalidSpec",
+            "metadata.name",
+        ),
+        (lambda b: b["metadata"].pop("uid"), IMAGE, "no uid", "CannotRun", ""),
+        # The operator's setup, not the user's spec.
+        (lambda b: None, "", "no image", "CannotRun", ""),
+        # What the CronJob controller would refuse is the user's spec, refused naming the field.
+        (
+            lambda b: b["spec"].update(schedule="0 3 * * 7"),
+            IMAGE,
+            r"spec.schedule .*0 or SUN",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="0 3 * * 1-7"),
+            IMAGE,
+            r"days of the week 0-6",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="0 3 * *"),
+            IMAGE,
+            r"spec.schedule .*not a cron",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="61 * * * *"),
+            IMAGE,
+            r"not a cron line",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
     ],
 )
-def test_what_cannot_become_a_job_is_refused(change, image, match):
+def test_what_cannot_become_a_job_is_refused(change, image, match, reason, field):
     obj = backup("@daily")
     change(obj)
     with pytest.raises(bj.BackupJobError, match=match):
         bj.workload(obj, image)
+    refused = bj.FilterModule().filters()["etcd_backup_workload"](obj, image)
+    assert (refused["reason"], refused["field"], refused["objects"]) == (reason, field, [])
+    assert re.search(match, refused["refused"])
 
 
 def job(name: str, state: str, start: str) -> dict:
@@ -306,7 +341,8 @@ def test_what_the_cronjob_controller_takes_is_no_problem(line):
 def test_the_filter_reports_a_refusal_instead_of_raising():
     workload = bj.FilterModule().filters()["etcd_backup_workload"]
     assert workload(backup(), "")["refused"].startswith("no image for the backup Job")
-    assert workload(backup(), IMAGE)["refused"] == ""
+    taken = workload(backup(), IMAGE)
+    assert (taken["refused"], taken["reason"], taken["field"]) == ("", "", "")
 
 
 def test_a_job_listed_as_read_and_as_written_counts_once():

@@ -622,10 +622,13 @@ def report(
         else ("False", "Idle", "no snapshot is being taken")
     )
     new_status: dict[str, Any] = {"phase": phase}
-    if cronjob:
-        last_schedule = (cronjob.get("status") or {}).get("lastScheduleTime")
-        if last_schedule:
-            new_status["lastScheduleTime"] = last_schedule
+    # The CronJob passed may be the one just deleted because the schedule was removed.
+    last_schedule = ((cronjob or {}).get("status") or {}).get("lastScheduleTime")
+    if scheduled and last_schedule:
+        new_status["lastScheduleTime"] = last_schedule
+    elif status.get("lastScheduleTime"):
+        # No schedule, or no CronJob to have fired: null takes the old time out of status.
+        new_status["lastScheduleTime"] = None
     if scheduled and not spec.get("suspend") and not refusals:
         upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
         if upcoming:

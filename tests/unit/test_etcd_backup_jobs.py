@@ -317,12 +317,31 @@ def test_events_only_when_the_phase_changes():
     ] == ["BackupSucceeded"]
 
 
-def test_last_schedule_time_comes_from_the_cronjob():
-    cron = {"status": {"lastScheduleTime": "2026-11-24T03:00:00Z"}}
-    assert (
-        bj.report(backup("@daily"), [], [], cron)["status"]["lastScheduleTime"]
-        == "2026-11-24T03:00:00Z"
-    )
+FIRED = "2026-11-24T03:00:00Z"
+EARLIER = "2026-11-23T03:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "cronjob", "before", "expected"),
+    [
+        ("from the CronJob", {"schedule": "@daily"}, {"lastScheduleTime": FIRED}, None, FIRED),
+        ("newer", {"schedule": "@daily"}, {"lastScheduleTime": FIRED}, EARLIER, FIRED),
+        ("not fired yet", {"schedule": "@daily"}, {}, None, "absent"),
+        # The CronJob is gone (deleted by hand): no time of its own to show.
+        ("CronJob gone", {"schedule": "@daily"}, None, EARLIER, None),
+        ("CronJob made again", {"schedule": "@daily"}, {}, EARLIER, None),
+        # The schedule was removed: the CronJob passed is the one just deleted.
+        ("no longer a schedule", {}, {"lastScheduleTime": FIRED}, EARLIER, None),
+        ("never a schedule", {}, None, None, "absent"),
+    ],
+)
+def test_last_schedule_time_follows_the_cronjob(case, spec, cronjob, before, expected):
+    obj = backup(**spec)
+    if before:
+        obj["status"] = {"lastScheduleTime": before}
+    cron = None if cronjob is None else {"status": cronjob}
+    status = bj.report(obj, [], [], cron)["status"]
+    assert status.get("lastScheduleTime", "absent") == expected, case
 
 
 def test_jobs_of_another_backup_are_not_counted():

@@ -118,6 +118,8 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     s3 = _s3(backup)
     if s3:
+        # The restore Job's fetch step gets them the same way (etcd_restore_plan.py's
+        # _fetch_from_s3; a filter plugin cannot import another): test_filter_twins.py.
         for variable, key in (
             ("AWS_ACCESS_KEY_ID", "accessKeyId"),
             ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),

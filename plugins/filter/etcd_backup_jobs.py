@@ -41,7 +41,14 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class BackupJobError(ValueError):
-    """An EtcdBackup that cannot be turned into a Job; the message names the field."""
+    """An EtcdBackup that cannot be turned into a Job; the message names the field. The
+    reason word says whose mistake it is: the user's spec (InvalidSpec) or the operator's
+    setup (CannotRun)."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec", field: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.field = field
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +118,8 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     s3 = _s3(backup)
     if s3:
+        # The restore Job's fetch step gets them the same way (etcd_restore_plan.py's
+        # _fetch_from_s3; a filter plugin cannot import another): test_filter_twins.py.
         for variable, key in (
             ("AWS_ACCESS_KEY_ID", "accessKeyId"),
             ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
@@ -202,22 +211,26 @@ def _check(backup: dict[str, Any], image: str) -> None:
     meta = _meta(backup)
     name = meta.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise BackupJobError(f"metadata.name {name!r} is not a DNS label")
+        raise BackupJobError(f"metadata.name {name!r} is not a DNS label", field="metadata.name")
     limit = MAX_CRONJOB_NAME if _spec(backup).get("schedule") else MAX_JOB_NAME - 11
     if len(name) > limit:
         raise BackupJobError(
             f"metadata.name must be at most {limit} characters for a backup "
             f"{'with' if _spec(backup).get('schedule') else 'without'} a schedule "
-            f"(its Jobs are named after it), not {len(name)}"
+            f"(its Jobs are named after it), not {len(name)}",
+            field="metadata.name",
         )
     if not meta.get("uid") or not meta.get("namespace"):
-        raise BackupJobError("the EtcdBackup has no uid or namespace: pass it as read from the API")
+        raise BackupJobError(
+            "the EtcdBackup has no uid or namespace: pass it as read from the API", "CannotRun"
+        )
     schedule = _spec(backup).get("schedule")
     if schedule and (problem := schedule_problem(str(schedule))):
-        raise BackupJobError(problem)
+        raise BackupJobError(problem, field="spec.schedule")
     if not isinstance(image, str) or not image.strip():
         raise BackupJobError(
-            "no image for the backup Job: set etcd_backup_image (the operator's own image)"
+            "no image for the backup Job: set etcd_backup_image (the operator's own image)",
+            "CannotRun",
         )
 
 
@@ -611,10 +624,13 @@ def report(
         else ("False", "Idle", "no snapshot is being taken")
     )
     new_status: dict[str, Any] = {"phase": phase}
-    if cronjob:
-        last_schedule = (cronjob.get("status") or {}).get("lastScheduleTime")
-        if last_schedule:
-            new_status["lastScheduleTime"] = last_schedule
+    # The CronJob passed may be the one just deleted because the schedule was removed.
+    last_schedule = ((cronjob or {}).get("status") or {}).get("lastScheduleTime")
+    if scheduled and last_schedule:
+        new_status["lastScheduleTime"] = last_schedule
+    elif status.get("lastScheduleTime"):
+        # No schedule, or no CronJob to have fired: null takes the old time out of status.
+        new_status["lastScheduleTime"] = None
     if scheduled and not spec.get("suspend") and not refusals:
         upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
         if upcoming:
@@ -651,11 +667,19 @@ def report(
 def workload_or_refusal(
     backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The filter form of `workload`: a refusal comes back as {"refused": message}."""
+    """The filter form of `workload`: a refusal comes back as {"refused": message} with its
+    `reason` and `field`."""
     try:
-        return {"refused": "", **workload(backup, image, options)}
+        return {"refused": "", "reason": "", "field": "", **workload(backup, image, options)}
     except BackupJobError as error:
-        return {"refused": str(error), "objects": [], "job": "", "cronjob": ""}
+        return {
+            "refused": str(error),
+            "reason": error.reason,
+            "field": error.field,
+            "objects": [],
+            "job": "",
+            "cronjob": "",
+        }
 
 
 class FilterModule:

@@ -820,6 +820,23 @@ def _before_upgrade_backup(o: _Observed, source: dict[str, Any], minor: str) -> 
     }
 
 
+def _not_the_upgrade_backup(backup: dict[str, Any], cluster: str, minor: str) -> str:
+    """Why an EtcdBackup named like the one-off snapshot before an upgrade is not the one
+    the plan makes (`_before_upgrade_backup`); empty when it is. Only that one is read: a
+    labelled one's status changes queue the cluster, an unlabelled one's do not."""
+    found = (backup.get("spec") or {}).get("clusterName")
+    if found != cluster:
+        return f"its spec.clusterName is {found!r}, not {cluster!r}"
+    label = labels_of(backup).get(LABEL_BEFORE_UPGRADE)
+    if label != minor:
+        return (
+            f"it is labelled {LABEL_BEFORE_UPGRADE}={label}, not {minor}"
+            if label is not None
+            else f"it lacks the label {LABEL_BEFORE_UPGRADE}={minor}"
+        )
+    return ""
+
+
 def _upgrade_gate(
     o: _Observed, roll: list[str], running: dict[str, str], snapshot: dict[str, Any]
 ) -> dict[str, Any]:
@@ -838,7 +855,20 @@ def _upgrade_gate(
     if snapshot:
         return {}
     name = before_upgrade_name(o.name, minor)
-    taken = next((b for b in _backups_of(o) if _meta(b).get("name") == name), None)
+    taken = next((b for b in o.backups if _meta(b).get("name") == name and not _deleting(b)), None)
+    if taken is not None and (why_not := _not_the_upgrade_backup(taken, o.name, minor)):
+        # Someone else's object under our name: its progress does not queue this cluster (the
+        # watcher counts it by spec only, or under another cluster), and ours cannot be made.
+        return {
+            "refusal": _refusal(
+                "UpgradeSnapshotNameTaken",
+                "spec.version",
+                f"spec.version {target}: not upgrading: EtcdBackup {name} has the name of the "
+                f"snapshot this upgrade takes, but it is not that snapshot ({why_not}). Delete "
+                f"or rename EtcdBackup {name} so the runbook can take it, or annotate the "
+                f"EtcdCluster {ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
+            )
+        }
     if taken is not None:
         status = taken.get("status") or {}
         if status.get("phase") == "Failed":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -120,23 +121,57 @@ def test_a_volume_destination_and_a_store_ca_are_mounted():
 
 
 @pytest.mark.parametrize(
-    ("change", "image", "match"),
+    ("change", "image", "match", "reason", "field"),
     [
-        (lambda b: b["metadata"].update(name="x" * 53), IMAGE, "at most 52 characters"),
-        (lambda b: b["metadata"].pop("uid"), IMAGE, "no uid"),
-        (lambda b: None, "", "no image"),
-        # What the CronJob controller would refuse is refused here, naming the field.
-        (lambda b: b["spec"].update(schedule="0 3 * * 7"), IMAGE, r"spec.schedule .*0 or SUN"),
-        (lambda b: b["spec"].update(schedule="0 3 * * 1-7"), IMAGE, r"days of the week 0-6"),
-        (lambda b: b["spec"].update(schedule="0 3 * *"), IMAGE, r"spec.schedule .*not a cron"),
-        (lambda b: b["spec"].update(schedule="61 * * * *"), IMAGE, r"not a cron line"),
+        (
+            lambda b: b["metadata"].update(name="x" * 53),
+            IMAGE,
+            "at most 52 characters",
+            "InvalidSpec",
+            "metadata.name",
+        ),
+        (lambda b: b["metadata"].pop("uid"), IMAGE, "no uid", "CannotRun", ""),
+        # The operator's setup, not the user's spec.
+        (lambda b: None, "", "no image", "CannotRun", ""),
+        # What the CronJob controller would refuse is the user's spec, refused naming the field.
+        (
+            lambda b: b["spec"].update(schedule="0 3 * * 7"),
+            IMAGE,
+            r"spec.schedule .*0 or SUN",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="0 3 * * 1-7"),
+            IMAGE,
+            r"days of the week 0-6",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="0 3 * *"),
+            IMAGE,
+            r"spec.schedule .*not a cron",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
+        (
+            lambda b: b["spec"].update(schedule="61 * * * *"),
+            IMAGE,
+            r"not a cron line",
+            "InvalidSpec",
+            "spec.schedule",
+        ),
     ],
 )
-def test_what_cannot_become_a_job_is_refused(change, image, match):
+def test_what_cannot_become_a_job_is_refused(change, image, match, reason, field):
     obj = backup("@daily")
     change(obj)
     with pytest.raises(bj.BackupJobError, match=match):
         bj.workload(obj, image)
+    refused = bj.FilterModule().filters()["etcd_backup_workload"](obj, image)
+    assert (refused["reason"], refused["field"], refused["objects"]) == (reason, field, [])
+    assert re.search(match, refused["refused"])
 
 
 def job(name: str, state: str, start: str) -> dict:
@@ -282,12 +317,31 @@ def test_events_only_when_the_phase_changes():
     ] == ["BackupSucceeded"]
 
 
-def test_last_schedule_time_comes_from_the_cronjob():
-    cron = {"status": {"lastScheduleTime": "2026-11-24T03:00:00Z"}}
-    assert (
-        bj.report(backup("@daily"), [], [], cron)["status"]["lastScheduleTime"]
-        == "2026-11-24T03:00:00Z"
-    )
+FIRED = "2026-11-24T03:00:00Z"
+EARLIER = "2026-11-23T03:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "cronjob", "before", "expected"),
+    [
+        ("from the CronJob", {"schedule": "@daily"}, {"lastScheduleTime": FIRED}, None, FIRED),
+        ("newer", {"schedule": "@daily"}, {"lastScheduleTime": FIRED}, EARLIER, FIRED),
+        ("not fired yet", {"schedule": "@daily"}, {}, None, "absent"),
+        # The CronJob is gone (deleted by hand): no time of its own to show.
+        ("CronJob gone", {"schedule": "@daily"}, None, EARLIER, None),
+        ("CronJob made again", {"schedule": "@daily"}, {}, EARLIER, None),
+        # The schedule was removed: the CronJob passed is the one just deleted.
+        ("no longer a schedule", {}, {"lastScheduleTime": FIRED}, EARLIER, None),
+        ("never a schedule", {}, None, None, "absent"),
+    ],
+)
+def test_last_schedule_time_follows_the_cronjob(case, spec, cronjob, before, expected):
+    obj = backup(**spec)
+    if before:
+        obj["status"] = {"lastScheduleTime": before}
+    cron = None if cronjob is None else {"status": cronjob}
+    status = bj.report(obj, [], [], cron)["status"]
+    assert status.get("lastScheduleTime", "absent") == expected, case
 
 
 def test_jobs_of_another_backup_are_not_counted():
@@ -306,7 +360,8 @@ def test_what_the_cronjob_controller_takes_is_no_problem(line):
 def test_the_filter_reports_a_refusal_instead_of_raising():
     workload = bj.FilterModule().filters()["etcd_backup_workload"]
     assert workload(backup(), "")["refused"].startswith("no image for the backup Job")
-    assert workload(backup(), IMAGE)["refused"] == ""
+    taken = workload(backup(), IMAGE)
+    assert (taken["refused"], taken["reason"], taken["field"]) == ("", "", "")
 
 
 def test_a_job_listed_as_read_and_as_written_counts_once():

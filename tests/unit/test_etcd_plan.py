@@ -902,6 +902,52 @@ def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():
     assert status["upgradeSnapshot"]["sha256"] == "f" * 64
 
 
+@pytest.mark.parametrize(
+    ("case", "before", "cluster", "phase", "roll", "refused", "words"),
+    [
+        # What the plan writes (label value: the target minor; for this cluster): used.
+        ("labelled, verified", "3.6", "e", "Succeeded", True, "", ""),
+        ("labelled, running", "3.6", "e", "Running", False, "", ""),
+        # A person's object of that name: never read as the snapshot, and never waited on.
+        ("unlabelled, verified", "", "e", "Succeeded", False, "UpgradeSnapshotNameTaken",
+         f"lacks the label {ep.LABEL_BEFORE_UPGRADE}=3.6"),
+        ("unlabelled, failed", "", "e", "Failed", False, "UpgradeSnapshotNameTaken",
+         "lacks the label"),
+        ("labelled for another minor", "3.5", "e", "Succeeded", False,
+         "UpgradeSnapshotNameTaken", f"labelled {ep.LABEL_BEFORE_UPGRADE}=3.5, not 3.6"),
+        # Labelled, but for another cluster: not this cluster's snapshot.
+        ("labelled, another cluster", "3.6", "x", "Succeeded", False,
+         "UpgradeSnapshotNameTaken", "spec.clusterName is 'x', not 'e'"),
+    ],
+)  # fmt: skip
+def test_the_gate_reads_only_the_before_upgrade_backup_the_plan_makes(
+    case, before, cluster, phase, roll, refused, words
+):
+    taken = etcd_backup(
+        "e-before-3-6", cluster=cluster, before=before, phase=phase, snapshot=phase == "Succeeded"
+    )
+    p = ep.plan(minor_upgrade(etcd_backup("nightly"), taken))
+    assert bool(p["roll"]) == roll, case
+    assert bool(p["upgrade_snapshot"]) == roll, case
+    assert [r["reason"] for r in p["refusals"]] == ([refused] if refused else []), case
+    # Never made again under a name that is taken, nor waited on.
+    assert p["upgrade_backup"] == [], case
+    if refused:
+        assert not p["upgrade_waiting"], case
+        message = p["refusals"][0]["message"]
+        assert message.startswith("spec.version 3.6.16: not upgrading: EtcdBackup e-before-3-6 ")
+        assert words in message, case
+        assert "Delete or rename EtcdBackup e-before-3-6" in message, case
+        assert p["refusals"][0]["field"] == "spec.version"
+
+
+def test_an_unlabelled_backup_of_that_name_being_deleted_is_not_in_the_way():
+    taken = etcd_backup("e-before-3-6")
+    taken["metadata"]["deletionTimestamp"] = "2026-11-24T03:00:00Z"
+    p = ep.plan(minor_upgrade(etcd_backup("nightly"), taken))
+    assert p["refusals"] == [] and p["upgrade_waiting"]
+
+
 def test_a_waiver_for_this_version_rolls_without_a_snapshot():
     p = ep.plan(minor_upgrade(annotation="3.6.16"))
     assert p["roll"] and not p["upgrade_backup"] and not p["upgrade_waiting"]

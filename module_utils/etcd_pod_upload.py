@@ -10,6 +10,7 @@ of it."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -69,17 +70,39 @@ class UploadError(EtcdModuleError):
 class Channel(Protocol):
     """What an exec stream offers (kubernetes.stream's WSClient in binary mode)."""
 
-    def readline_stdout(self, timeout: float | None = None) -> bytes: ...
+    def read_stdout(self, timeout: float | None = None) -> bytes: ...
+
+    def read_stderr(self, timeout: float | None = None) -> bytes: ...
 
     def write_stdin(self, data: bytes) -> None: ...
 
     def update(self, timeout: float = 0) -> None: ...
 
-    def read_all_stderr(self) -> bytes: ...
-
     def is_open(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+class Lines:
+    """The receiver's answers, a line at a time. The client's own readline gives up as soon
+    as the connection closes, even with the last line already received (a receiver that
+    answers and exits at once), so lines are cut here from whatever arrived."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.pending = b""
+
+    def next(self, timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            received = self.channel.read_stdout(timeout=max(left, 0))
+            if received:
+                self.pending += received
+            elif not self.channel.is_open() or left <= 0:
+                break
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line
 
 
 def file_sha256(path: str) -> tuple[str, int]:
@@ -101,11 +124,10 @@ def receiver_command(python: str, dest: str, size: int) -> list[str]:
     return [python, "-c", RECEIVER, dest, str(size)]
 
 
-def _line(channel: Channel, timeout: float, waiting_for: str) -> list[str]:
-    raw = channel.readline_stdout(timeout=timeout)
-    words = raw.decode("utf-8", "replace").split() if raw else []
+def _line(lines: Lines, timeout: float, waiting_for: str) -> list[str]:
+    words = lines.next(timeout).decode("utf-8", "replace").split()
     if not words:
-        stderr = channel.read_all_stderr().decode("utf-8", "replace").strip()
+        stderr = lines.channel.read_stderr(timeout=0).decode("utf-8", "replace").strip()
         raise UploadError(
             f"no answer from the container while waiting for {waiting_for}"
             + (f": {stderr[-500:]}" if stderr else "")
@@ -115,7 +137,7 @@ def _line(channel: Channel, timeout: float, waiting_for: str) -> list[str]:
 
 def probe(channel: Channel, timeout: float) -> str | None:
     """The sha256 of the file already in the container, or None when it is not there."""
-    words = _line(channel, timeout, "whether the file is there")
+    words = _line(Lines(channel), timeout, "whether the file is there")
     if words[0] == "present" and len(words) == 2:
         return words[1]
     if words[0] == "absent":
@@ -125,7 +147,8 @@ def probe(channel: Channel, timeout: float) -> str | None:
 
 def send(channel: Channel, blocks: Iterator[bytes], timeout: float) -> str:
     """Streams `blocks` once the receiver is ready; the sha256 the receiver computed."""
-    words = _line(channel, timeout, "the receiver")
+    lines = Lines(channel)
+    words = _line(lines, timeout, "the receiver")
     if words[0] == "present":
         raise UploadError("the file appeared in the container while the upload started")
     if words[0] != "ready":
@@ -136,7 +159,7 @@ def send(channel: Channel, blocks: Iterator[bytes], timeout: float) -> str:
         channel.write_stdin(block)
         # Drains what the container says meanwhile, so its buffers never fill.
         channel.update(timeout=0)
-    words = _line(channel, timeout, "the end of the upload")
+    words = _line(lines, timeout, "the end of the upload")
     if words[0] == "written" and len(words) == 2:
         return words[1]
     raise UploadError(f"the upload ended early: {' '.join(words)[:200]}")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.etcd_pod_upload import UploadError, receiver_command, upload
+from ansible.module_utils.etcd_pod_upload import Lines, UploadError, receiver_command, upload
 
 
 class PipeChannel:
@@ -25,9 +26,17 @@ class PipeChannel:
         self.sent = 0
         self.cut_after = cut_after
 
-    def readline_stdout(self, timeout: float | None = None) -> bytes:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline()
+    @staticmethod
+    def _read(stream: object, timeout: float | None) -> bytes:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        ready, _, _ = select.select([fd], [], [], timeout)
+        return os.read(fd, 65536) if ready else b""
+
+    def read_stdout(self, timeout: float | None = None) -> bytes:
+        return self._read(self.process.stdout, timeout)
+
+    def read_stderr(self, timeout: float | None = None) -> bytes:
+        return self._read(self.process.stderr, timeout)
 
     def write_stdin(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -44,10 +53,6 @@ class PipeChannel:
     def update(self, timeout: float = 0) -> None:
         pass
 
-    def read_all_stderr(self) -> bytes:
-        assert self.process.stderr is not None
-        return self.process.stderr.read()
-
     def is_open(self) -> bool:
         return self.process.poll() is None and not (
             self.process.stdin and self.process.stdin.closed
@@ -57,6 +62,54 @@ class PipeChannel:
         if self.process.stdin and not self.process.stdin.closed:
             self.process.stdin.close()
         self.process.wait(timeout=30)
+
+
+class Scripted:
+    """A stream that delivers `frames` one per read, then closes: the receiver's answer may
+    come in pieces, or arrive together with the close."""
+
+    def __init__(self, frames: list[bytes], open_after: bool = False) -> None:
+        self.frames = list(frames)
+        self.open_after = open_after
+
+    def read_stdout(self, timeout: float | None = None) -> bytes:
+        return self.frames.pop(0) if self.frames else b""
+
+    def read_stderr(self, timeout: float | None = None) -> bytes:
+        return b"Traceback: disk full"
+
+    def write_stdin(self, data: bytes) -> None:
+        pass
+
+    def update(self, timeout: float = 0) -> None:
+        pass
+
+    def is_open(self) -> bool:
+        return bool(self.frames) or self.open_after
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("frames", "lines"),
+    [
+        ([b"absent\n"], [b"absent", b""]),
+        # The answer and the end of the stream together: the line is still read.
+        ([b"ready\nwritten abc\n"], [b"ready", b"written abc", b""]),
+        ([b"wri", b"tten ", b"abc\n"], [b"written abc"]),
+        ([b"short 17"], [b"short 17", b""]),
+        ([], [b""]),
+    ],
+)
+def test_lines_are_cut_from_whatever_arrived(frames, lines):
+    reader = Lines(Scripted(frames))
+    assert [reader.next(timeout=1) for _ in lines] == lines
+
+
+def test_a_silent_receiver_times_out():
+    reader = Lines(Scripted([], open_after=True))
+    assert reader.next(timeout=0.05) == b""
 
 
 def snapshot(tmp_path: Path, size: int = 3 * (1 << 20) + 17) -> tuple[Path, str]:

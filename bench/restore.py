@@ -871,9 +871,9 @@ playbook runs that started before Available, from the operator's log (start, +le
 still going at Available was stopped by the benchmark's deletion). The operator's steps are
 in series: the Job's end is seen by the next run of the restore playbook, which releases the
 first claim (`Starting`); the next run of the cluster playbook starts the first member on it;
-the learners follow one at a time. The EtcdRestore says `Succeeded` as soon as the EtcdCluster's
-Available condition is True, which it is with the first member alone, before the learners
-have joined.
+the learners follow one at a time (etcd takes one learner at a time by default). The
+EtcdRestore says `Succeeded` once the EtcdCluster is Available with every member ready, seen
+by the restore playbook's next run after that.
 
 {where_the_time_goes(report)}
 """

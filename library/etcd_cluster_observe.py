@@ -13,9 +13,12 @@ description:
     or through C(kubectl port-forward) with O(etcd.port_forward)) and returns what
     M(etcd_cluster_info) would, using the CA of the server Secret and the client pair of the
     client Secret.
-  - No answer from etcd is not a failure: RV(info) is then empty and RV(info_error) says why.
-  - With O(wait_for), looks again every second until etcd reports that member healthy, and
-    fails with every fact of the last look when O(wait_for.timeout) passes.
+  - No answer from etcd is not a failure; RV(info) is then empty and RV(info_error) says why.
+  - With O(wait_for.member), looks again every second until etcd reports that member healthy,
+    and fails with every fact of the last look when O(wait_for.timeout) passes.
+  - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
+    none is being deleted; then looks as usual. When some are still there once
+    O(wait_for.timeout) has passed, it fails with every fact of the look.
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
 version_added: "0.2.0"
@@ -90,13 +93,16 @@ options:
             type: int
             default: 3600
   wait_for:
-    description: Look until this member is healthy.
+    description: Look until this member is healthy, or until no member Pod is being deleted.
     type: dict
     suboptions:
       member:
         description: Member name.
         type: str
-        required: true
+      pods_gone:
+        description: Wait until no member Pod has a deletion timestamp, before the look.
+        type: bool
+        default: false
       timeout:
         description: Seconds to keep looking.
         type: float
@@ -217,7 +223,8 @@ def argument_spec() -> dict[str, Any]:
         "wait_for": {
             "type": "dict",
             "options": {
-                "member": {"type": "str", "required": True},
+                "member": {"type": "str"},
+                "pods_gone": {"type": "bool", "default": False},
                 "timeout": {"type": "float", "required": True},
             },
         },

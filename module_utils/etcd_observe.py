@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ from ansible.module_utils.etcd_kube import KubeReader, credentials, namespaced
 CLIENT_PORT = 2379
 BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 WAIT_INTERVAL = 1.0
+# Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
+# Pods costs the API server little.
+GONE_INTERVAL = 0.25
 
 
 def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -37,6 +41,15 @@ def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if (pod.get("status") or {}).get("phase") == "Running"
         and not (pod.get("metadata") or {}).get("deletionTimestamp")
     ]
+
+
+def leaving(pods: list[dict[str, Any]]) -> list[str]:
+    """Names of the Pods being deleted."""
+    return sorted(
+        str(pod["metadata"].get("name"))
+        for pod in pods
+        if (pod.get("metadata") or {}).get("deletionTimestamp")
+    )
 
 
 def dns_endpoints(pods: list[dict[str, Any]], scheme: str, suffix: str) -> dict[str, str]:
@@ -101,10 +114,15 @@ class Observer:
     timeout: float
     backups: bool = False
 
+    def pods(self) -> list[Any]:
+        return self.reader.items(
+            namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1"
+        )
+
     def kubernetes(self) -> dict[str, list[Any]]:
         ns, sel = self.namespace, self.selector
         facts = {
-            "pods": self.reader.items(namespaced("v1", ns, "pods"), sel, "Pod", "v1"),
+            "pods": self.pods(),
             "claims": self.reader.items(
                 namespaced("v1", ns, "persistentvolumeclaims"), sel, "PersistentVolumeClaim", "v1"
             ),
@@ -131,6 +149,18 @@ class Observer:
                 BACKUP_GROUP_VERSION,
             )
         return facts
+
+
+def wait_pods_gone(
+    observer: Observer, deadline: float, sleep: Callable[[float], None] = time.sleep
+) -> list[str]:
+    """Reads only the Pods until none is being deleted or `deadline` (monotonic) passes; the
+    names of those still going."""
+    going = leaving(observer.pods())
+    while going and time.monotonic() < deadline:
+        sleep(GONE_INTERVAL)
+        going = leaving(observer.pods())
+    return going
 
 
 def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[str, str]:
@@ -206,6 +236,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     )
     wait = params.get("wait_for") or {}
     deadline = time.monotonic() + float(wait.get("timeout") or 0)
+    going = wait_pods_gone(observer, deadline) if wait.get("pods_gone") else []
     while True:
         facts = observer.kubernetes()
         result: dict[str, Any] = {**facts, "endpoints": {}, "forward_failed": {}}
@@ -227,6 +258,12 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             )
         result["state_dir"] = forwarder.state_dir if forwarder else ""
         member = wait.get("member")
+        if going:
+            # The facts go back with the failure, as below.
+            result["wait_error"] = (
+                f"member Pods still being deleted after {wait['timeout']}s: {', '.join(going)}"
+            )
+            return result
         if not member or member_healthy(result["info"], member):
             return result
         if time.monotonic() >= deadline:

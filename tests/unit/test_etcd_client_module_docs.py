@@ -119,3 +119,27 @@ def test_the_check_catches_a_mismatch():
         "c: in argument_spec, not documented",
         "a.type: documented 'int', spec 'str'",
     ]
+
+
+def _descriptions(node: Any, path: str) -> list[tuple[str, Any]]:
+    """Every description line under `node`, with where it is."""
+    found: list[tuple[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("description", "short_description"):
+                lines = value if isinstance(value, list) else [value]
+                found += [(f"{path}{key}", line) for line in lines]
+            found += _descriptions(value, f"{path}{key}.")
+    elif isinstance(node, list):
+        for value in node:
+            found += _descriptions(value, path)
+    return found
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_description_line_is_text(name):
+    """A line like `- No answer: ...` is a YAML mapping, which ansible-doc's JSON passes and
+    its text view refuses to render."""
+    doc = rendered_doc(name)
+    odd = [(where, line) for where, line in _descriptions(doc, "") if not isinstance(line, str)]
+    assert odd == []

@@ -4,6 +4,7 @@ inputs it refuses."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from ansible.module_utils.etcd_observe import (
     member_healthy,
     running,
     tls_files,
+    wait_pods_gone,
 )
 
 
@@ -115,3 +117,41 @@ def test_the_namespaces_backups_are_listed_only_when_asked(backups):
     listed = "/apis/etcd.runbook.io/v1alpha1/namespaces/ns/etcdbackups"
     assert (listed in reader.listed) == backups
     assert ("backups" in facts) == backups
+
+
+class _Going:
+    """Pod lists in turn, as the API server answers while Pods terminate."""
+
+    def __init__(self, answers: list[list[dict]]) -> None:
+        self.answers = answers
+        self.listed = 0
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
+        answer = self.answers[min(self.listed, len(self.answers) - 1)]
+        self.listed += 1
+        return answer
+
+
+@pytest.mark.parametrize(
+    ("answers", "within", "still", "lists"),
+    [
+        # Nothing going: one list, no wait.
+        ([[_pod("e-0")]], 10, [], 1),
+        # Gone on the third list (the Pod disappears; a new one may already be there).
+        ([[_pod("e-1", deleting=True)], [_pod("e-1", deleting=True)], [_pod("e-0")]], 10, [], 3),
+        ([[_pod("e-1", deleting=True)], []], 10, [], 2),
+        # Never gone: the names of those still going once the time is up.
+        (
+            [[_pod("e-1", deleting=True), _pod("e-2", deleting=True), _pod("e-0")]],
+            0,
+            ["e-1", "e-2"],
+            1,
+        ),
+    ],
+)
+def test_pods_being_deleted_are_waited_for_by_listing_pods_only(answers, within, still, lists):
+    reader = _Going(answers)
+    slept: list[float] = []
+    observer = Observer(reader, "ns", "a=b", None, 5.0)
+    assert wait_pods_gone(observer, time.monotonic() + within, slept.append) == still
+    assert reader.listed == lists and len(slept) == lists - 1

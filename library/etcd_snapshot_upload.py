@@ -131,9 +131,10 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         raise EtcdInputError("sha256 must be 64 lowercase hex digits")
     if not params["dest"].startswith("/"):
         raise EtcdInputError("dest must be an absolute path in the container")
-    creds = credentials(params["kubeconfig"], params["context"])
 
+    # Credentials only once the local file has checked out: a wrong file needs no cluster.
     def opener(command: list[str]) -> Any:
+        creds = credentials(params["kubeconfig"], params["context"])
         return exec_channel(creds, params["namespace"], params["pod"], params["container"], command)
 
     try:

@@ -9,13 +9,14 @@ of it."""
 
 from __future__ import annotations
 
-import hashlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from ansible.module_utils.etcd_errors import EtcdModuleError
 from ansible.module_utils.etcd_kube import KubeCredentials
+from ansible.module_utils.etcd_snapshot_io import file_sha256
 
 CHUNK = 1 << 20
 
@@ -103,15 +104,6 @@ class Lines:
                 break
         line, _, self.pending = self.pending.partition(b"\n")
         return line
-
-
-def file_sha256(path: str) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-            size += len(block)
-    return digest.hexdigest(), size
 
 
 def chunks(path: str) -> Iterator[bytes]:
@@ -218,7 +210,7 @@ def upload(
     """Puts `src` at `dest` in the container unless a file with its sha256 is there already.
     The local file must have `expected_sha256` (the one the restore was told), checked before
     anything is sent; the receiver's own hash of what arrived is checked after."""
-    local_sha256, size = file_sha256(src)
+    local_sha256, size = file_sha256(src), os.path.getsize(src)
     if local_sha256 != expected_sha256:
         raise UploadError(
             f"{src} has sha256 {local_sha256}, not the expected {expected_sha256}: "

@@ -18,9 +18,15 @@ ensure_cgroup_root() {
 	done
 }
 
+# Every cgroup hierarchy: the v1 ones above and cgroup2 "unified", where the kubelet (runc's
+# cgroup code, on this hybrid machine) makes the node's cgroups too.
+cgroup_mounts() {
+	awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/mounts
+}
+
 remove_cgroup_root() {
 	local mnt
-	for mnt in $(_cgroup_controllers); do
+	for mnt in $(cgroup_mounts); do
 		[[ -d "$mnt$NODE_CGROUP_ROOT" ]] || continue
 		find "$mnt$NODE_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done

@@ -51,7 +51,7 @@ ensure_node_netns() {
 	"${NODE_EXEC[@]}" ip link set "$NODE_UPLINK" up
 }
 
-# Routes both ways over the veth pair, which carries no addresses of its own: the host sends
+# Routes both ways over the veth pair, which has no IPv4 address of its own: the host sends
 # the node's pod range to the node's address, the node sends the rest of the pod range (node 0
 # and the other nodes, all through the host) to the host's. Sources are the two gateway
 # addresses, inside the pod range, so the host's EROP-FILTER treats node traffic as pod

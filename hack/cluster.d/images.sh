@@ -1,5 +1,6 @@
 # Local images: built as docker-archive tarballs by hack/images/build_image.py, cached under
-# $IMAGE_CACHE by version, and imported into the node's containerd (sourced).
+# $IMAGE_CACHE by version, and imported into each node's containerd (sourced). The functions
+# without "nodes" in their name act on the node set by node_vars.
 # shellcheck shell=bash
 BUILD_IMAGE=(python3 "$REPO/hack/images/build_image.py")
 
@@ -91,4 +92,20 @@ import_image() {
 			_ctr images remove "$old" >/dev/null && echo "removed the older image tag $old" >&2
 		done
 	done
+}
+
+# for_running_nodes CMD ARGS...: CMD once per node whose containerd runs, with node_vars set.
+# Each node has its own image store and a Pod may land on any node, so an image goes into
+# all of them; a stopped node is named, since it comes back without the image.
+for_running_nodes() {
+	local n
+	for n in 0 $(extra_node_indices); do
+		node_vars "$n"
+		if pid_of "containerd-node$n" >/dev/null; then
+			"$@"
+		else
+			log "$NODE_NAME is stopped and does not get the image: import it again once it runs"
+		fi
+	done
+	node_vars 0
 }

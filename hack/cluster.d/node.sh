@@ -18,9 +18,15 @@ ensure_cgroup_root() {
 	done
 }
 
+# Every cgroup hierarchy: the v1 ones above and cgroup2 "unified", where the kubelet (runc's
+# cgroup code, on this hybrid machine) makes the node's cgroups too.
+cgroup_mounts() {
+	awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/mounts
+}
+
 remove_cgroup_root() {
 	local mnt
-	for mnt in $(_cgroup_controllers); do
+	for mnt in $(cgroup_mounts); do
 		[[ -d "$mnt$NODE_CGROUP_ROOT" ]] || continue
 		find "$mnt$NODE_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done
@@ -157,6 +163,15 @@ iptables: {masqueradeAll: $([[ -d /proc/sys/net/bridge ]] && echo false || echo 
 PROXY
 }
 
+# start_bg in the node's network namespace (the host's for node 0).
+_start_node_bg() {
+	if [[ -n "$NODE_NETNS" ]]; then
+		start_bg --netns "$NODE_NETNS" "$@"
+	else
+		start_bg "$@"
+	fi
+}
+
 start_node() {
 	CHANGED=()
 	write_node_config
@@ -164,19 +179,20 @@ start_node() {
 	_restart_if_changed "containerd-node$NODE_INDEX" "$NODE_DIR/containerd/config.toml"
 	_restart_if_changed "kubelet-node$NODE_INDEX" "$NODE_DIR/kubelet.yaml"
 	_restart_if_changed "kube-proxy-node$NODE_INDEX" "$NODE_DIR/kube-proxy.yaml"
-	start_bg "containerd-node$NODE_INDEX" containerd --config "$NODE_DIR/containerd/config.toml"
+	_start_node_bg "containerd-node$NODE_INDEX" containerd --config "$NODE_DIR/containerd/config.toml"
 	wait_until 60 "containerd of $NODE_NAME" ctr --address "$NODE_CONTAINERD_SOCK" version
 	ensure_images
-	start_bg "kubelet-node$NODE_INDEX" "$K8S_BIN/kubelet" \
+	_start_node_bg "kubelet-node$NODE_INDEX" "$K8S_BIN/kubelet" \
 		--config "$NODE_DIR/kubelet.yaml" --root-dir "$NODE_DIR/kubelet" \
 		--kubeconfig "$STATE/kubelet-$NODE_NAME.kubeconfig" \
 		--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
 		--node-labels "erop.local/node-index=$NODE_INDEX"
-	start_bg "kube-proxy-node$NODE_INDEX" "$K8S_BIN/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
+	_start_node_bg "kube-proxy-node$NODE_INDEX" "$K8S_BIN/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
 }
 
 # Stop a node leaving nothing behind: containers and their shims, network namespaces,
-# mounts under the node dir, kube-proxy's iptables rules, the cgroup root.
+# mounts under the node dir, kube-proxy's iptables rules, the cgroup root. A node beyond 0
+# keeps its own network namespace, bridge and veth pair (remove_node_netns takes them).
 stop_node() {
 	stop_bg "kubelet-node$NODE_INDEX"
 	stop_bg "kube-proxy-node$NODE_INDEX"
@@ -201,7 +217,8 @@ stop_node() {
 	unmount_under "$NODE_DIR"
 	# IP allocations of the pods that are gone; the next start begins with a free range.
 	rm -rf "$NODE_DIR/cni/ipam"
-	"$K8S_BIN/kube-proxy" --cleanup --config "$NODE_DIR/kube-proxy.yaml" >>"$LOGS/kube-proxy-node$NODE_INDEX.log" 2>&1 || true
+	"${NODE_EXEC[@]}" "$K8S_BIN/kube-proxy" --cleanup --config "$NODE_DIR/kube-proxy.yaml" \
+		>>"$LOGS/kube-proxy-node$NODE_INDEX.log" 2>&1 || true
 	remove_kube_chains
 	remove_cgroup_root
 	# containerd 1.6 keeps shim sockets and fifos under /run/containerd whatever its state dir.

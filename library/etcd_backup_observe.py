@@ -8,7 +8,7 @@ module: etcd_backup_observe
 short_description: Read what the operator's side of an EtcdBackup decides on, in one go
 description:
   - Lists the Jobs and Pods labelled C(etcd.runbook.io/backup=<name>) in O(namespace), and
-    reads the CronJob named O(name).
+    reads the CronJob named O(name) and, after those, the EtcdBackup's status.
   - With O(cluster), O(credentials_secret) or O(claim), says whether that EtcdCluster and
     claim exist and which keys that Secret holds. The Secret's values never leave the
     module.
@@ -68,6 +68,11 @@ pods:
   elements: dict
 cronjob:
   description: The CronJob named O(name), or null.
+  returned: success
+  type: dict
+status:
+  description: The EtcdBackup's status, read after its Jobs (so it holds the snapshot of every
+    Job listed as finished); null when the EtcdBackup is gone or has no status yet.
   returned: success
   type: dict
 cluster_found:

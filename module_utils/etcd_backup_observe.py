@@ -56,6 +56,12 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         "jobs": reader.items(namespaced("batch/v1", ns, "jobs"), selector, "Job", "batch/v1"),
         "pods": reader.items(namespaced("v1", ns, "pods"), selector, "Pod", "v1"),
         "cronjob": reader.get(namespaced("batch/v1", ns, "cronjobs", name)),
+        # Read after the Jobs: a backup Job records its snapshot in this status before it
+        # exits, so a Job seen finished here always comes with the lastSnapshot it wrote. The
+        # object the watcher handed over may be older than that write.
+        "status": (reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", name)) or {}).get(
+            "status"
+        ),
         "cluster_found": None,
         "secret_keys": None,
         "claim_found": None,

@@ -72,7 +72,25 @@ def test_only_what_is_asked():
         None,
         "",
     )
-    assert len(reader.asked) == 3  # Jobs, Pods, the CronJob
+    assert len(reader.asked) == 4  # Jobs, Pods, the CronJob, the EtcdBackup
+
+
+BACKUP = "/apis/etcd.runbook.io/v1alpha1/namespaces/prod/etcdbackups/nightly"
+
+
+def test_the_status_is_read_after_the_jobs():
+    # A Job writes lastSnapshot before it exits: reading the status after the Jobs is what makes
+    # a finished Job and its snapshot arrive together (CI once saw Succeeded without Available).
+    reader = FakeReader({BACKUP: {"status": {"lastSnapshot": {"location": "s3://b/k"}}}})
+    facts = observe_backup(reader, {"namespace": "prod", "name": "nightly"})
+    assert facts["status"] == {"lastSnapshot": {"location": "s3://b/k"}}
+    jobs = reader.asked.index("/apis/batch/v1/namespaces/prod/jobs?etcd.runbook.io/backup=nightly")
+    assert reader.asked.index(BACKUP) > jobs
+
+
+def test_a_backup_gone_has_no_status():
+    facts = observe_backup(FakeReader({}), {"namespace": "prod", "name": "nightly"})
+    assert facts["status"] is None
 
 
 def test_a_missing_secret_has_no_keys():

@@ -10,12 +10,12 @@ SHELL_SCRIPTS := $(shell grep -rlE '^\#!/usr/bin/env bash' hack | sort)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-molecule demo bench lock clean
+.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-nodes test-molecule demo bench lock clean
 
 help:
 	@echo "make demo   - local Kubernetes + operator + a sample EtcdCluster becoming Available"
 	@echo "make test   - lint and every test suite (unit, real etcd, local Kubernetes, e2e)"
-	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | bench"
+	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | test-nodes | bench"
 
 $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
@@ -46,9 +46,13 @@ test-molecule: venv
 	molecule test --all
 
 test-e2e: venv
-	$(PYTEST) -q -m e2e tests/e2e
+	$(PYTEST) -q -m "e2e and not nodes" tests/e2e
 
-test: lint test-unit test-etcd test-cluster test-molecule test-e2e
+# Last: it grows the local Kubernetes to three nodes and leaves it on one again.
+test-nodes: venv
+	$(PYTEST) -q -m nodes tests/e2e
+
+test: lint test-unit test-etcd test-cluster test-molecule test-e2e test-nodes
 
 demo: venv
 	hack/demo

@@ -15,7 +15,8 @@ description:
     client Secret.
   - No answer from etcd is not a failure; RV(info) is then empty and RV(info_error) says why.
   - With O(wait_for.member), looks again every second until etcd reports that member healthy,
-    and fails with every fact of the last look when O(wait_for.timeout) passes.
+    and fails with every fact of the last look when O(wait_for.timeout) passes, or at once
+    when the scheduler finds no node for that member's Pod.
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
     none is being deleted; then looks as usual. When some are still there once
     O(wait_for.timeout) has passed, it fails with every fact of the look.
@@ -183,7 +184,8 @@ info_error:
   returned: always
   type: str
 reason:
-  description: A short word for the failure (for example V(Forbidden), V(Timeout)).
+  description: A short word for the failure (for example V(Forbidden), V(Timeout),
+    V(Unschedulable)).
   returned: failed
   type: str
 """
@@ -238,7 +240,8 @@ def main() -> None:
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     if result.get("wait_error"):
-        module.fail_json(msg=result.pop("wait_error"), reason="Timeout", **result)
+        reason = result.pop("wait_reason", "Timeout")
+        module.fail_json(msg=result.pop("wait_error"), reason=reason, **result)
     module.exit_json(changed=False, **result)
 
 

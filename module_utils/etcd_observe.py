@@ -52,6 +52,22 @@ def leaving(pods: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def unschedulable(pods: list[dict[str, Any]], member: str) -> str:
+    """The scheduler's word when it found no node for `member`'s Pod, else ''. (The plan filter
+    keeps its own copy: a filter plugin cannot import module_utils.)"""
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("name") != member:
+            continue
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if (c.get("type"), c.get("status"), c.get("reason")) == (
+                "PodScheduled",
+                "False",
+                "Unschedulable",
+            ):
+                return str(c.get("message") or "no node fits it").strip()
+    return ""
+
+
 def dns_endpoints(pods: list[dict[str, Any]], scheme: str, suffix: str) -> dict[str, str]:
     """Member name -> client URL by the headless Service's DNS name (`suffix` follows the Pod
     name: <service>.<namespace>.svc.<domain>)."""
@@ -265,6 +281,12 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             )
             return result
         if not member or member_healthy(result["info"], member):
+            return result
+        if why := unschedulable(facts["pods"], member):
+            # No node takes it: waiting out the timeout would change nothing, and the plan
+            # says why in status.
+            result["wait_error"] = f"member {member}'s Pod cannot be scheduled: {why}"
+            result["wait_reason"] = "Unschedulable"
             return result
         if time.monotonic() >= deadline:
             # The facts go back with the failure: the role still reports from them and

@@ -73,7 +73,7 @@ class K8sCluster:
             time.sleep(interval)
 
 
-def _run_cluster(*args: str, timeout: float) -> str:
+def run_cluster(*args: str, timeout: float) -> str:
     proc = subprocess.run(
         [str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -85,8 +85,8 @@ def _run_cluster(*args: str, timeout: float) -> str:
 
 @pytest.fixture(scope="session")
 def k8s_cluster() -> K8sCluster:
-    kubeconfig = Path(_run_cluster("up", timeout=UP_TIMEOUT))
-    bin_dir = Path(_run_cluster("bin", timeout=30))
+    kubeconfig = Path(run_cluster("up", timeout=UP_TIMEOUT))
+    bin_dir = Path(run_cluster("bin", timeout=30))
     if not kubeconfig.is_file():
         pytest.fail(f"hack/cluster up printed {kubeconfig}, which is not a file")
     return K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)

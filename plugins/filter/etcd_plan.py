@@ -486,6 +486,29 @@ def pod_ready(pod: dict[str, Any]) -> bool:
     )
 
 
+def unschedulable(pod: dict[str, Any]) -> str:
+    """The scheduler's word on a Pod it found no node for (PodScheduled False, Unschedulable),
+    or '' when it was placed or has not been tried yet."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if (c.get("type"), c.get("status"), c.get("reason")) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        ):
+            return str(c.get("message") or "no node fits it").strip()
+    return ""
+
+
+def _unschedulable_refusal(name: str, why: str) -> dict[str, str]:
+    field = "spec.pod.antiAffinity" if "anti-affinity" in why else "spec.pod"
+    return _refusal(
+        "MemberUnschedulable",
+        field,
+        f"{name}'s Pod cannot be scheduled ({why}); no other member is added or promoted "
+        f"until it runs: give it a node, or change {field}",
+    )
+
+
 def _phase(pod: dict[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
@@ -966,6 +989,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         )
     )
     leaving = sorted(n for n, p in o.pods.items() if _deleting(p))
+    # A member Pod no node takes: said first, and nothing joins or votes behind it. It is
+    # scheduled as soon as a node fits (a new node, one uncordoned, a relaxed spec).
+    stuck = {n: why for n, p in o.pods.items() if not _deleting(p) and (why := unschedulable(p))}
+    refusals.extend(_unschedulable_refusal(n, why) for n, why in sorted(stuck.items()))
     heal = sorted(
         n
         for n in o.live_claims
@@ -1053,7 +1080,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         promote = sorted(
             m["name"]
             for m in current
-            if m.get("is_learner") and m["name"] in o.pods and m["name"] not in remove
+            if m.get("is_learner")
+            and m["name"] in o.pods
+            and m["name"] not in remove
+            and m["name"] not in stuck
         )
         differs = [
             n
@@ -1138,6 +1168,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "roll": roll,
         "transferee": transferee if o.trusted else "",
         "lost_data": lost_data,
+        "unschedulable": dict(sorted(stuck.items())),
         "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
         "upgrade_snapshot": snapshot,

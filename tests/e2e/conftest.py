@@ -14,7 +14,7 @@ import yaml
 from tests.e2e.helpers import Operator
 from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator, deploy
 from tests.e2e.operator_process import OperatorProcess
-from tests.k8s_cluster import REPO, K8sCluster
+from tests.k8s_cluster import REPO, UP_TIMEOUT, K8sCluster, run_cluster
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 
@@ -93,3 +93,19 @@ def operator(
                 '{"metadata":{"finalizers":[]}}',
                 check=False,
             )
+
+
+@pytest.fixture(scope="session")
+def three_nodes(k8s_cluster: K8sCluster) -> Iterator[list[str]]:
+    """The local Kubernetes on three nodes (hack/cluster up --nodes 3) for the suites marked
+    `nodes`; back to one node at the end, as `make demo` and the other suites expect. Asked
+    for before the operator, so its image goes into every node."""
+    run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
+    try:
+        nodes = k8s_cluster.kubectl(
+            "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"
+        ).stdout.split()
+        assert sorted(nodes) == ["erop-node0", "erop-node1", "erop-node2"], nodes
+        yield sorted(nodes)
+    finally:
+        run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)

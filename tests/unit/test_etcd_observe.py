@@ -18,6 +18,7 @@ from ansible.module_utils.etcd_observe import (
     member_healthy,
     running,
     tls_files,
+    unschedulable,
     wait_pods_gone,
 )
 
@@ -155,3 +156,34 @@ def test_pods_being_deleted_are_waited_for_by_listing_pods_only(answers, within,
     observer = Observer(reader, "ns", "a=b", None, 5.0)
     assert wait_pods_gone(observer, time.monotonic() + within, slept.append) == still
     assert reader.listed == lists and len(slept) == lists - 1
+
+
+@pytest.mark.parametrize(
+    ("conditions", "member", "said"),
+    [
+        (
+            [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "m",
+                }
+            ],
+            "e-0",
+            "m",
+        ),
+        (
+            [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            "e-0",
+            "no node fits it",
+        ),
+        # Another member's Pod, or one placed: nothing said.
+        ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}], "e-1", ""),
+        ([{"type": "PodScheduled", "status": "True"}], "e-0", ""),
+        ([], "e-0", ""),
+    ],
+)
+def test_a_member_pod_no_node_takes_ends_the_wait(conditions, member, said):
+    pods = [{"metadata": {"name": "e-0"}, "status": {"phase": "Pending", "conditions": conditions}}]
+    assert unschedulable(pods, member) == said

@@ -1107,3 +1107,90 @@ def test_the_disruption_budget_follows_the_voting_membership(voters, size, min_a
         "info": info([member(i) for i in range(voters)]),
     }
     assert ep.plan(facts)["pdb_min_available"] == min_available
+
+
+def _unschedulable(p: dict[str, Any], message: str) -> dict[str, Any]:
+    p["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+            }
+        ],
+    }
+    return p
+
+
+ANTI = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+
+
+@pytest.mark.parametrize(
+    ("conditions", "said"),
+    [
+        ([], ""),
+        ([{"type": "PodScheduled", "status": "True"}], ""),
+        # Not tried yet, or waiting on its claim: not the scheduler's refusal.
+        ([{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}], ""),
+        (
+            [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            "no node fits it",
+        ),
+        (
+            [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": ANTI,
+                }
+            ],
+            ANTI,
+        ),
+    ],
+)
+def test_what_the_scheduler_said(conditions, said):
+    assert ep.unschedulable({"status": {"conditions": conditions}}) == said
+
+
+def test_a_learner_no_node_takes_is_neither_promoted_nor_followed_and_says_why():
+    # Required anti-affinity, size 4 on three nodes: the fourth member was added as a learner and
+    # its Pod stays Pending.
+    members = [member(0), member(1), member(2), member(3, learner=True, healthy=False)]
+    facts = {
+        "object": obj(size=5, pod={"antiAffinity": "required"}),
+        "pods": [pod(i) for i in range(3)] + [_unschedulable(pod(3, voter="false"), ANTI)],
+        "claims": [claim(i) for i in range(3)] + [claim(3, joined=False)],
+        "info": info(members),
+    }
+    p = ep.plan(facts)
+    assert p["promote"] == [] and p["add"] == [] and p["unschedulable"] == {"e-3": ANTI}
+    refusal = p["refusals"][0]
+    assert (refusal["reason"], refusal["field"]) == ("MemberUnschedulable", "spec.pod.antiAffinity")
+    assert "e-3's Pod cannot be scheduled" in refusal["message"] and ANTI in refusal["message"]
+    assert "change spec.pod.antiAffinity" in refusal["message"]
+    r = ep.report(facts)
+    assert r["conditions"]["Degraded"]["reason"] == "MemberUnschedulable"
+    assert r["conditions"]["Available"]["status"] == "True"
+    assert r["phase"] == "Scaling"
+    # Lowering the size removes it, unpromoted.
+    facts["object"] = obj(size=3, pod={"antiAffinity": "required"})
+    assert ep.plan(facts)["remove"] == ["e-3"]
+
+
+def test_a_member_pod_waiting_for_a_cordoned_node_names_the_pod_spec():
+    facts = healthy3()
+    why = (
+        "0/3 nodes are available: 1 node(s) were unschedulable, "
+        "2 node(s) had volume node affinity conflict."
+    )
+    facts["pods"][1] = _unschedulable(pod(1), why)
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    assert [(r["reason"], r["field"]) for r in p["refusals"]] == [
+        ("MemberUnschedulable", "spec.pod")
+    ]
+    # The Pod exists: it is not re-made, only waited for.
+    assert p["heal"] == [] and p["ended"] == []

@@ -1,4 +1,4 @@
-"""Decisions the backup and restore filter plugins each keep a copy of. Ansible loads a filter
+"""Decisions the filter plugins each keep a copy of. Ansible loads a filter
 plugin by its path, and on the controller it can import neither the project's module_utils
 (outside a collection) nor another filter plugin, so the copies stay; these tables keep them
 saying the same."""
@@ -6,12 +6,14 @@ saying the same."""
 from __future__ import annotations
 
 import pytest
+from ansible.module_utils.etcd_observe import unschedulable
 
 from tests.filters import load_filter
 
 backup_plan = load_filter("etcd_backup_plan")
 backup_jobs = load_filter("etcd_backup_jobs")
 restore_plan = load_filter("etcd_restore_plan")
+cluster_plan = load_filter("etcd_plan")
 
 
 @pytest.mark.parametrize(
@@ -53,3 +55,19 @@ def test_the_backup_and_restore_jobs_get_the_store_credentials_alike(ca_secret):
     # The CA: the same Secret key, as a volume of the same name (each Job mounts it where
     # its own steps look).
     assert [v for v in pod["volumes"] if v["name"] == "s3-ca"] == volumes
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        [],
+        [{"type": "PodScheduled", "status": "True"}],
+        [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}],
+        [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": " m "}],
+    ],
+)
+def test_the_plan_and_the_wait_read_the_scheduler_alike(conditions):
+    # The wait (module_utils/etcd_observe.py) stops on what the plan reports as unschedulable.
+    pod = {"metadata": {"name": "e-0"}, "status": {"conditions": conditions}}
+    assert unschedulable([pod], "e-0") == cluster_plan.unschedulable(pod)

@@ -148,9 +148,15 @@ class SkipTracker:
             return self.backing_off(key, urgent)
         return last is not None and last[0] == fp and self.clock() - last[1] < self.max_age
 
-    def record_success(self, key: Hashable, fp: str) -> None:
+    def record_success(self, key: Hashable, fp: str, look_again: float | None = None) -> None:
+        """`look_again`: the run asked to be run again within this many seconds whatever
+        changes (a deadline it is waiting out), so its fingerprint stops counting then."""
+        started = self.clock()
+        if look_again is not None:
+            # Dated back so that its age reaches max_age exactly when the run wants to look.
+            started -= max(0.0, self.max_age - look_again)
         with self._lock:
-            self._last[key] = (fp, self.clock())
+            self._last[key] = (fp, started)
             self._failed.pop(key, None)
 
     def record_failure(self, key: Hashable, urgent: str, delay: float) -> None:

@@ -28,6 +28,26 @@ log = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 2.0
 
 
+# A runbook waiting out a deadline of its own asks for a run no sooner than this, and no later
+# than the longest.
+REQUEUE_MIN, REQUEUE_MAX = 1.0, 3600.0
+
+
+def requeue_after(stats: Any) -> float | None:
+    """The seconds a successful run asked to be run again within (`operator_requeue_after`),
+    bounded; None when it asked nothing or something that is not a number."""
+    value = stats.get("operator_requeue_after") if isinstance(stats, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if seconds != seconds or seconds <= 0:  # NaN, or nothing to wait for
+        return None
+    return min(max(seconds, REQUEUE_MIN), REQUEUE_MAX)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -125,8 +145,11 @@ class Reconciler:
             return
         self._report(key, obj, result, generation, sent)
         if result.ok:
-            self.skips.record_success(key, fp)
+            look_again = requeue_after(result.stats)
+            self.skips.record_success(key, fp, look_again)
             self.queue.forget(key)
+            if look_again is not None:
+                self.queue.add_after(key, look_again)
         else:
             self.skips.record_failure(key, urgent, self.queue.add_rate_limited(key))
 

@@ -157,6 +157,17 @@ secrets:
   returned: always
   type: list
   elements: dict
+nodes:
+  description: >-
+    For each node a member Pod was placed on, by name, whether it exists (V(found)), its Ready
+    condition's status and transition time (V(ready), V(ready_since)) and when its Lease was
+    last renewed (V(renewed)); null when Nodes cannot be read.
+  returned: always
+  type: dict
+observed_at:
+  description: When the look was taken (UTC, RFC 3339), what node silences are counted from.
+  returned: always
+  type: str
 backups:
   description: The EtcdBackups of O(namespace).
   returned: with O(backups)

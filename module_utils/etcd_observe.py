@@ -17,16 +17,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from ansible.module_utils.etcd_client import EtcdClient
 from ansible.module_utils.etcd_common import ConnectionParams, private_file
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
 from ansible.module_utils.etcd_health import cluster_info
-from ansible.module_utils.etcd_kube import KubeReader, credentials, namespaced
+from ansible.module_utils.etcd_kube import KubeError, KubeReader, credentials, namespaced
 
 CLIENT_PORT = 2379
 BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
+LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
+NODE_LEASES = "kube-node-lease"
 WAIT_INTERVAL = 1.0
 # Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
 # Pods costs the API server little.
@@ -50,6 +54,21 @@ def leaving(pods: list[dict[str, Any]]) -> list[str]:
         for pod in pods
         if (pod.get("metadata") or {}).get("deletionTimestamp")
     )
+
+
+def node_facts(node: dict[str, Any] | None, lease: dict[str, Any] | None) -> dict[str, Any]:
+    """A node as the plan judges it: whether it exists, its Ready condition and since when, and
+    when its kubelet last renewed its Lease (every 10 s while it runs)."""
+    if node is None:
+        return {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""}
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    return {
+        "found": True,
+        "ready": str(ready.get("status") or "Unknown"),
+        "ready_since": str(ready.get("lastTransitionTime") or ""),
+        "renewed": str(((lease or {}).get("spec") or {}).get("renewTime") or ""),
+    }
 
 
 def unschedulable(pods: list[dict[str, Any]], member: str) -> str:
@@ -135,7 +154,26 @@ class Observer:
             namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1"
         )
 
-    def kubernetes(self) -> dict[str, list[Any]]:
+    def nodes_of(self, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """What the plan needs of each node a member Pod was placed on (node_facts), by node
+        name; None when Nodes cannot be read (the namespaced install), so no member is ever
+        judged by a node nobody could see."""
+        names = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
+        seen: dict[str, Any] = {}
+        try:
+            for name in names:
+                node = self.reader.get(f"/api/v1/nodes/{quote(name, safe='')}")
+                lease = self.reader.get(
+                    namespaced(LEASE_GROUP_VERSION, NODE_LEASES, "leases", name)
+                )
+                seen[name] = node_facts(node, lease)
+        except KubeError as error:
+            if error.reason == "Forbidden":
+                return None
+            raise
+        return seen
+
+    def kubernetes(self) -> dict[str, Any]:
         ns, sel = self.namespace, self.selector
         facts = {
             "pods": self.pods(),
@@ -151,6 +189,7 @@ class Observer:
             ),
             "secrets": [],
         }
+        facts["nodes"] = self.nodes_of(facts["pods"])
         if self.secret_selector is not None:
             facts["secrets"] = self.reader.items(
                 namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
@@ -254,8 +293,10 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     deadline = time.monotonic() + float(wait.get("timeout") or 0)
     going = wait_pods_gone(observer, deadline) if wait.get("pods_gone") else []
     while True:
+        observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()
         result: dict[str, Any] = {**facts, "endpoints": {}, "forward_failed": {}}
+        result["observed_at"] = observed_at
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):
             scheme = "https" if etcd.get("tls") else "http"

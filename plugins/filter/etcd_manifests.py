@@ -77,6 +77,12 @@ def token(p: dict[str, Any]) -> str:
     return f"{p['name']}-{(p['uid'] or 'local')[:8]}"
 
 
+NODE_LOSS_TOLERATIONS = [
+    {"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute"}
+    for taint in ("not-ready", "unreachable")
+]
+
+
 def _affinity(p: dict[str, Any]) -> dict[str, Any]:
     """The user's affinity, with member spreading over nodes added to its podAntiAffinity."""
     pod = p["spec"]["pod"]
@@ -245,8 +251,10 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
     }
     if pod["node_selector"]:
         pod_spec["nodeSelector"] = pod["node_selector"]
-    if pod["tolerations"]:
-        pod_spec["tolerations"] = pod["tolerations"]
+    # Kubernetes would evict a member Pod 300 s after its node stops answering, leaving a Pod
+    # that never finishes going (no kubelet confirms it). The operator decides instead, after
+    # spec.nodeLossTimeout, and removes the member from etcd before it deletes the Pod.
+    pod_spec["tolerations"] = [*(pod["tolerations"] or []), *NODE_LOSS_TOLERATIONS]
     if pod["priority_class"]:
         pod_spec["priorityClassName"] = pod["priority_class"]
     return {

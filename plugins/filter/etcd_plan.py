@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 GROUP = "etcd.runbook.io"
@@ -61,6 +62,10 @@ DEFAULT_VERSION = "3.6.16"
 DEFAULT_REPOSITORY = "gcr.io/etcd-development/etcd"
 DEFAULT_STORAGE = "1Gi"
 MAX_INDEX = 9
+# How long a member's node may be unreachable before the member is replaced on another node
+# (spec.nodeLossTimeout): Kubernetes' own default for evicting Pods from such a node.
+DEFAULT_NODE_LOSS_TIMEOUT = 300
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
 POD_TEMPLATE_REVISION = 2
 
@@ -149,6 +154,11 @@ def format_bytes(value: int) -> str:
         if value and value % _UNITS[unit] == 0:
             return f"{value // _UNITS[unit]}{unit}"
     return str(value)
+
+
+# Seconds until a run that saw a Ready member Pod whose member etcd did not yet count healthy
+# looks again.
+LAGGING_RECHECK = 5
 
 
 def quorum_of(voters: int) -> int:
@@ -317,6 +327,31 @@ def _storage(storage: dict[str, Any], problems: list[dict[str, str]]) -> tuple[i
     return volume, max(limit, MIN_QUOTA)
 
 
+def node_loss_seconds(value: Any) -> int | None:
+    """spec.nodeLossTimeout in seconds (absent: the default; "0": never), None when it is not
+    a duration of hours, minutes and seconds."""
+    if value is None:
+        return DEFAULT_NODE_LOSS_TIMEOUT
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    match = _DURATION.match(text) if not isinstance(value, bool) else None
+    if not text or not match:
+        return None
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _seconds_between(earlier: str, later: str) -> float | None:
+    """Seconds from one RFC 3339 UTC time to another; None when either is missing or bad."""
+    try:
+        start = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(later.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return (end - start).total_seconds()
+
+
 def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
     names its field) and the warnings worth an Event."""
@@ -340,6 +375,17 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     user_secrets = tls.get("secrets") or {}
     name = str(_meta(obj).get("name") or options.get("name") or "")
     pod = spec.get("pod") or {}
+    node_loss = node_loss_seconds(spec.get("nodeLossTimeout"))
+    if node_loss is None:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.nodeLossTimeout",
+                "spec.nodeLossTimeout must be a duration such as 90s, 5m or 1h30m (0: never "
+                f"replace, wait for the node), got {spec.get('nodeLossTimeout')!r}",
+            )
+        )
+        node_loss = DEFAULT_NODE_LOSS_TIMEOUT
     warning = _size_warning(size)
     return {
         "size": size,
@@ -367,6 +413,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             "tolerations": pod.get("tolerations"),
             "priority_class": pod.get("priorityClassName"),
         },
+        "node_loss_timeout": node_loss,
         "paused": bool(spec.get("paused", False)),
         "problems": problems,
         "warnings": [warning] if warning else [],
@@ -666,11 +713,54 @@ class _Observed:
         self.hands_off = self.paused or bool(self.options.get("read_only", False))
         self.tls = tls_problems(facts.get("tls") or {}, self.spec, self.name)
         self.info_error = str(facts.get("info_error") or "")
+        # None: Nodes could not be read, and no member is judged by its node.
+        self.nodes = facts.get("nodes")
+        self.observed_at = str(facts.get("observed_at") or "")
 
     def member_at(self, endpoint: str) -> str:
         return self.endpoint_names.get(endpoint) or (
             name_from_url(endpoint) if name_from_url(endpoint) in self.pods else ""
         )
+
+
+def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
+    """Members etcd does not count healthy whose Pod's node is gone or not Ready, by name:
+    {node, seconds (since the kubelet was last heard of; None when unknown), why}. A node
+    Kubernetes still counts Ready is not lost, whatever etcd says (its member is healed as
+    any other), nor is one nobody could read."""
+    if o.nodes is None or not o.known:
+        return {}
+    losses: dict[str, dict[str, Any]] = {}
+    for name, pod in sorted(o.pods.items()):
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = o.nodes.get(node_name) if node_name else None
+        if node is None or member_healthy(o.info, name):
+            continue
+        if not node.get("found"):
+            losses[name] = {
+                "node": node_name,
+                "seconds": None,
+                "why": f"its node {node_name} no longer exists",
+            }
+            continue
+        if node.get("ready") == "True":
+            continue
+        heard = str(node.get("renewed") or node.get("ready_since") or "")
+        seconds = _seconds_between(heard, o.observed_at)
+        silence = f"{int(seconds)} s without word from its kubelet" if seconds is not None else ""
+        losses[name] = {
+            "node": node_name,
+            "seconds": seconds,
+            "why": f"its node {node_name} is not Ready" + (f" ({silence})" if silence else ""),
+        }
+    return losses
+
+
+def _node_loss_due(loss: dict[str, Any], timeout: int) -> bool:
+    """Whether a lost node has been gone long enough to give up on its member."""
+    if timeout <= 0:
+        return False
+    return loss["seconds"] is None or loss["seconds"] >= timeout
 
 
 def _versions(o: _Observed) -> tuple[dict[str, str], str, dict[str, str] | None]:
@@ -969,6 +1059,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         for n, p in o.pods.items()
         if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not member_healthy(o.info, n)
     )
+    # Members whose node is gone or not Ready: their Pods are neither waited for nor re-made
+    # (no kubelet would confirm either); the member is replaced once the node has been lost
+    # for spec.nodeLossTimeout, and only then is its Pod deleted for good.
+    node_lost = node_losses(o)
     # Pods that ended, and Pods of members that are down anyway on an outdated Pod (a roll to a
     # Pod that cannot run, say, whose spec was then fixed): re-making either costs no
     # availability, and a roll would wait for them forever.
@@ -979,6 +1073,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         and n in o.live_claims
         and n not in lost_data
         and n not in o.restoring
+        and n not in node_lost
         and (
             _phase(p) in ("Failed", "Succeeded")
             or (
@@ -988,7 +1083,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             )
         )
     )
-    leaving = sorted(n for n, p in o.pods.items() if _deleting(p))
+    # A Pod being deleted on a node that is gone or not Ready never finishes going (no kubelet
+    # confirms it): waiting for it would stall every run.
+    leaving = sorted(n for n, p in o.pods.items() if _deleting(p) and n not in node_lost)
     # A member Pod no node takes: said first, and nothing joins or votes behind it. It is
     # scheduled as soon as a node fits (a new node, one uncordoned, a relaxed spec).
     stuck = {n: why for n, p in o.pods.items() if not _deleting(p) and (why := unschedulable(p))}
@@ -1049,6 +1146,23 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             for f in fence
             if f["name"] in o.by_name
         ]
+        # One member lost with its node at a time, and only when nothing else is being
+        # replaced: removing it first keeps quorum (it was not counted healthy), then a fresh
+        # member joins on a new claim, on another node.
+        due = [
+            (n, loss)
+            for n, loss in sorted(node_lost.items())
+            if n in o.by_name and _node_loss_due(loss, spec["node_loss_timeout"])
+        ]
+        if due and not replace:
+            n, loss = due[0]
+            replace.append(
+                {
+                    "name": n,
+                    "reason": f"{loss['why']}, past spec.nodeLossTimeout "
+                    f"({spec['node_loss_timeout']} s)",
+                }
+            )
         replaced = {r["name"] for r in replace}
         lost = sorted(
             m["name"] or m["id"]
@@ -1169,6 +1283,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "transferee": transferee if o.trusted else "",
         "lost_data": lost_data,
         "unschedulable": dict(sorted(stuck.items())),
+        "node_lost": node_lost,
         "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
         "upgrade_snapshot": snapshot,
@@ -1243,6 +1358,19 @@ def _available(o: _Observed) -> tuple[bool, str, str]:
     )
 
 
+def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float | None:
+    """When the run wants to look again though no event may come: a member etcd has yet to
+    count healthy behind its Ready Pod, or a lost node's member coming due for replacement."""
+    if o.hands_off:
+        return None
+    waits = [float(LAGGING_RECHECK)] if lagging else []
+    timeout = o.spec["node_loss_timeout"]
+    for loss in p["node_lost"].values():
+        if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:
+            waits.append(max(1.0, timeout - loss["seconds"] + 1))
+    return min(waits) if waits else None
+
+
 def report(
     facts: dict[str, Any], extra_refusals: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
@@ -1298,7 +1426,7 @@ def report(
         phase = "Scaling"
     elif not rolled:
         phase = "Upgrading"
-    elif refusals or unhealthy or alarms or p["lost_data"] or p["fence"]:
+    elif refusals or unhealthy or alarms or p["lost_data"] or p["fence"] or p["node_lost"]:
         phase = "Degraded"
     else:
         phase = "Running"
@@ -1318,6 +1446,18 @@ def report(
         d_message = (
             f"{', '.join(p['lost_data'])}: the data dir holds no member data; replaced while "
             "quorum holds, never restarted under its old identity"
+        )
+    elif p["node_lost"]:
+        timeout = o.spec["node_loss_timeout"]
+        d_reason = "NodeLost"
+        d_message = "; ".join(
+            f"{n}: {loss['why']}"
+            + (
+                f", replaced after {timeout} s (spec.nodeLossTimeout) unless it returns"
+                if timeout
+                else ", waited for (spec.nodeLossTimeout is 0)"
+            )
+            for n, loss in p["node_lost"].items()
         )
     elif alarms:
         d_reason = "Alarm"
@@ -1361,6 +1501,18 @@ def report(
         events.append({"type": "Warning", "reason": "QuorumLost", "message": a_message})
     for r in refusals:
         events.append({"type": "Warning", "reason": r["reason"], "message": r["message"]})
+    # etcd may not yet count a member healthy whose Pod is already Ready (its readiness probe
+    # asks the member alone): no event will mark the moment it does, so the run asks for
+    # another look soon rather than leave status Degraded until the next full run.
+    lagging = [
+        m["name"]
+        for m in o.members
+        if not m.get("healthy")
+        and m["name"] in o.pods
+        and pod_ready(o.pods[m["name"]])
+        and not _deleting(o.pods[m["name"]])
+        and m["name"] not in p["node_lost"]
+    ]
     status = {
         "phase": phase,
         "members": members,
@@ -1397,6 +1549,7 @@ def report(
             },
         },
         "events": events,
+        "requeue_after": _requeue_after(o, p, lagging),
         "quorum": o.quorum,
         "cluster_id": p["cluster_id"],
         "leader": o.leader,

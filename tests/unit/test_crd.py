@@ -106,6 +106,10 @@ def test_default_version_is_the_newest_supported_3_6(schema):
         ({"pod": {"antiAffinity": "always"}}, "spec.pod.antiAffinity: 'always' is not one of"),
         ({"tls": {"secrets": {"peer": "p", "server": "s"}}}, "spec.tls.secrets: 'client' is a"),
         ({"paused": "yes"}, "spec.paused: 'yes' is not of type 'boolean'"),
+        ({"nodeLossTimeout": "5 minutes"}, "spec.nodeLossTimeout: '5 minutes' does not match"),
+        ({"nodeLossTimeout": ""}, "spec.nodeLossTimeout: '' does not match"),
+        ({"nodeLossTimeout": "300"}, "spec.nodeLossTimeout: '300' does not match"),
+        ({"nodeLossTimeout": "5m1h"}, "spec.nodeLossTimeout: '5m1h' does not match"),
     ],
 )
 def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
@@ -124,6 +128,10 @@ def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
         {"storage": {"size": "1.5Gi"}},
         {"tls": {"enabled": False}},
         {"tls": {"secrets": {"peer": "p", "server": "s", "client": "c"}}},
+        {"nodeLossTimeout": "0"},
+        {"nodeLossTimeout": "90s"},
+        {"nodeLossTimeout": "1h30m"},
+        {"nodeLossTimeout": "2h5s"},
         {
             "pod": {
                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1}},

@@ -99,7 +99,7 @@ def test_user_values_are_placed_as_values():
     assert pod["metadata"]["labels"]["team"] == HOSTILE
     assert pod["metadata"]["annotations"]["note"] == HOSTILE
     assert pod["spec"]["nodeSelector"] == {"disk": HOSTILE}
-    assert pod["spec"]["tolerations"] == [{"key": HOSTILE, "operator": "Exists"}]
+    assert pod["spec"]["tolerations"][0] == {"key": HOSTILE, "operator": "Exists"}
     assert pod["spec"]["affinity"]["nodeAffinity"] == {"x": HOSTILE}
     assert pod["spec"]["priorityClassName"] == HOSTILE
     secret_names = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
@@ -251,3 +251,16 @@ def test_member_pods_are_made_each_from_its_own_claim():
         em.member_pod(p, m, c)["spec"]["containers"][0]["args"]
         for m, c in (("e-2", claims[1]), ("e-1", claims[0]))
     ]
+
+
+def test_member_pods_wait_for_the_operator_on_a_lost_node_not_for_eviction():
+    # Kubernetes' 300 s eviction would leave a Pod that never finishes going; the operator
+    # replaces the member after spec.nodeLossTimeout instead.
+    p = a_plan()
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    lost = [t for t in pod["spec"]["tolerations"] if t["effect"] == "NoExecute"]
+    assert sorted(t["key"] for t in lost) == [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ]
+    assert all("tolerationSeconds" not in t for t in lost)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.etcd_errors import EtcdInputError
+from ansible.module_utils.etcd_kube import KubeError
 from ansible.module_utils.etcd_observe import (
     Observer,
     ask_etcd,
@@ -16,6 +17,7 @@ from ansible.module_utils.etcd_observe import (
     dns_endpoints,
     forward_targets,
     member_healthy,
+    node_facts,
     running,
     tls_files,
     unschedulable,
@@ -187,3 +189,74 @@ def test_pods_being_deleted_are_waited_for_by_listing_pods_only(answers, within,
 def test_a_member_pod_no_node_takes_ends_the_wait(conditions, member, said):
     pods = [{"metadata": {"name": "e-0"}, "status": {"phase": "Pending", "conditions": conditions}}]
     assert unschedulable(pods, member) == said
+
+
+class _Nodes:
+    """Member Pods on nodes, and the Nodes and Leases a GET finds (or a refusal)."""
+
+    def __init__(self, objects: dict[str, dict], forbidden: bool = False) -> None:
+        self.objects = objects
+        self.forbidden = forbidden
+        self.got: list[str] = []
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
+        if path.endswith("/pods"):
+            return [
+                {"metadata": {"name": "e-0"}, "spec": {"nodeName": "n1"}},
+                {"metadata": {"name": "e-1"}, "spec": {"nodeName": "n1"}},
+                {"metadata": {"name": "e-2"}, "spec": {"nodeName": "gone"}},
+                {"metadata": {"name": "e-3"}, "spec": {}},  # not placed yet
+            ]
+        return []
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict | None:
+        self.got.append(path)
+        if self.forbidden:
+            raise KubeError(f"GET {path}: HTTP 403", reason="Forbidden")
+        return self.objects.get(path)
+
+
+N1 = {
+    "status": {
+        "conditions": [
+            {"type": "MemoryPressure", "status": "False"},
+            {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-25T09:00:50Z"},
+        ]
+    }
+}
+N1_LEASE = {"spec": {"renewTime": "2026-11-25T09:00:00.123456Z"}}
+
+
+def test_each_node_of_a_member_is_read_once_with_its_lease():
+    reader = _Nodes(
+        {
+            "/api/v1/nodes/n1": N1,
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1": N1_LEASE,
+        }
+    )
+    nodes = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"]
+    assert nodes == {
+        "gone": {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""},
+        "n1": {
+            "found": True,
+            "ready": "Unknown",
+            "ready_since": "2026-11-25T09:00:50Z",
+            "renewed": "2026-11-25T09:00:00.123456Z",
+        },
+    }
+    assert sorted(reader.got).count("/api/v1/nodes/n1") == 1
+
+
+def test_nodes_nobody_may_read_are_unknown_not_lost():
+    # The namespaced install has no right to Nodes: no member is ever judged by its node.
+    reader = _Nodes({}, forbidden=True)
+    assert Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"] is None
+
+
+def test_a_node_without_a_ready_condition_or_lease():
+    assert node_facts({"status": {}}, None) == {
+        "found": True,
+        "ready": "Unknown",
+        "ready_since": "",
+        "renewed": "",
+    }

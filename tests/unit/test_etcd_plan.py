@@ -1194,3 +1194,152 @@ def test_a_member_pod_waiting_for_a_cordoned_node_names_the_pod_spec():
     ]
     # The Pod exists: it is not re-made, only waited for.
     assert p["heal"] == [] and p["ended"] == []
+
+
+@pytest.mark.parametrize(
+    ("healthy", "ready", "paused", "again"),
+    [
+        # All healthy: nothing to look at again.
+        (True, True, False, None),
+        # The Pod is Ready but etcd does not count the member yet: look again soon.
+        (False, True, False, ep.LAGGING_RECHECK),
+        # The Pod is not Ready: its turning Ready is an event of its own.
+        (False, False, False, None),
+        # Paused: the operator changes nothing, and looks when told.
+        (False, True, True, None),
+    ],
+)
+def test_a_member_etcd_lags_behind_its_ready_pod_is_looked_at_again(healthy, ready, paused, again):
+    facts = healthy3(paused=paused)
+    facts["pods"][1] = pod(1, ready=ready)
+    facts["info"] = info([member(0), member(1, healthy=healthy), member(2)])
+    assert ep.report(facts)["requeue_after"] == again
+
+
+NOW = "2026-11-25T10:00:00Z"
+
+
+def _node(ready: str = "True", renewed: str = "", found: bool = True) -> dict[str, Any]:
+    return {"found": found, "ready": ready, "ready_since": "", "renewed": renewed}
+
+
+def _on_nodes(facts: dict[str, Any], nodes: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    for i, p in enumerate(facts["pods"]):
+        p["spec"] = {"nodeName": f"node{i}"}
+    facts["nodes"] = nodes
+    facts["observed_at"] = NOW
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("node1", "healthy", "timeout", "lost", "replaced"),
+    [
+        # Kubernetes counts the node Ready: a member down there is healed as any other.
+        (_node(), False, None, {}, []),
+        # Not Ready for 40 s, 5 min allowed: noticed, waited for.
+        (_node("Unknown", "2026-11-25T09:59:20Z"), False, None, {"e-1": 40.0}, []),
+        # Past the timeout: replaced.
+        (_node("Unknown", "2026-11-25T09:54:00Z"), False, None, {"e-1": 360.0}, ["e-1"]),
+        (_node("False", "2026-11-25T09:59:20Z"), False, "30s", {"e-1": 40.0}, ["e-1"]),
+        # 0: wait for the node for good.
+        (_node("Unknown", "2026-11-25T08:00:00Z"), False, "0", {"e-1": 7200.0}, []),
+        # The Node object is gone: nothing to wait for.
+        (_node(found=False), False, None, {"e-1": None}, ["e-1"]),
+        # etcd still counts the member healthy (only the API server lost the node): kept.
+        (_node("Unknown", "2026-11-25T09:00:00Z"), True, None, {}, []),
+    ],
+)
+def test_a_member_on_a_lost_node_is_waited_for_then_replaced(
+    node1, healthy, timeout, lost, replaced
+):
+    facts = healthy3() if timeout is None else healthy3(nodeLossTimeout=timeout)
+    facts["info"] = info([member(0), member(1, healthy=healthy), member(2)])
+    _on_nodes(facts, {"node0": _node(), "node1": node1, "node2": _node()})
+    p = ep.plan(facts)
+    assert {n: v["seconds"] for n, v in p["node_lost"].items()} == lost
+    assert [r["name"] for r in p["replace"]] == replaced
+    if replaced:
+        assert "spec.nodeLossTimeout" in p["replace"][0]["reason"]
+    # Never healed or re-made in place: no kubelet would run it.
+    assert p["heal"] == [] and p["ended"] == []
+
+
+def test_nodes_nobody_could_read_judge_no_member():
+    facts = healthy3(nodeLossTimeout="1s")
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    _on_nodes(facts, None)
+    p = ep.plan(facts)
+    assert p["node_lost"] == {} and p["replace"] == []
+
+
+def test_one_member_lost_with_its_node_at_a_time_and_never_without_quorum():
+    gone = _node("Unknown", "2026-11-25T09:00:00Z")
+    facts = healthy3(size=5)
+    facts["pods"] = [pod(i) for i in range(5)]
+    facts["claims"] = [claim(i) for i in range(5)]
+    health = [True, False, False, True, True]
+    facts["info"] = info([member(i, healthy=h) for i, h in enumerate(health)])
+    _on_nodes(facts, {f"node{i}": (_node() if h else gone) for i, h in enumerate(health)})
+    p = ep.plan(facts)
+    assert [r["name"] for r in p["replace"]] == ["e-1"]
+    # Three of five down: no quorum, so nothing is removed on the word of the other two.
+    facts["info"] = info([member(i, healthy=i > 2) for i in range(5)])
+    _on_nodes(facts, {f"node{i}": (_node() if i > 2 else gone) for i in range(5)})
+    p = ep.plan(facts)
+    assert p["replace"] == [] and p["withheld"]
+
+
+def test_a_pod_deleted_on_a_lost_node_is_not_waited_for():
+    facts = healthy3()
+    facts["pods"][1] = pod(1, deleting=True, ready=False)
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    _on_nodes(
+        facts,
+        {"node0": _node(), "node1": _node("Unknown", "2026-11-25T09:59:00Z"), "node2": _node()},
+    )
+    p = ep.plan(facts)
+    assert p["leaving"] == [] and list(p["node_lost"]) == ["e-1"]
+
+
+def test_a_lost_node_is_reported_and_looked_at_again_when_due():
+    facts = healthy3(nodeLossTimeout="2m")
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    _on_nodes(
+        facts,
+        {"node0": _node(), "node1": _node("Unknown", "2026-11-25T09:59:30Z"), "node2": _node()},
+    )
+    r = ep.report(facts)
+    degraded = r["conditions"]["Degraded"]
+    assert degraded["reason"] == "NodeLost"
+    assert (
+        "e-1: its node node1 is not Ready (30 s without word from its kubelet)"
+        in degraded["message"]
+    )
+    assert "replaced after 120 s (spec.nodeLossTimeout)" in degraded["message"]
+    assert r["requeue_after"] == 91.0
+    assert r["conditions"]["Available"]["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (None, 300),
+        ("0", 0),
+        ("90s", 90),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("2h5s", 7205),
+        ("", None),
+        ("5", None),
+        ("5 m", None),
+        ("m", None),
+        (True, None),
+    ],
+)
+def test_node_loss_timeout(value, seconds):
+    assert ep.node_loss_seconds(value) == seconds
+
+
+def test_a_bad_node_loss_timeout_is_refused_naming_the_field():
+    p = ep.plan(healthy3(nodeLossTimeout="soon"))
+    assert [r["field"] for r in p["refusals"]] == ["spec.nodeLossTimeout"]

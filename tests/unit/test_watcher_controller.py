@@ -13,6 +13,7 @@ from etcd_runbook_operator.events import EventRecorder
 from etcd_runbook_operator.intake import owner_key
 from etcd_runbook_operator.kube import Resource
 from etcd_runbook_operator.metrics import Metrics
+from etcd_runbook_operator.reconcile import requeue_after
 from etcd_runbook_operator.runner import RunResult
 from tests.unit.watcher_fakes import FakeKube, FakeRunner, result
 
@@ -134,6 +135,49 @@ def test_max_age_forces_a_full_run(tmp_path):
     ctl.reconcile(KEY)
     ctl.reconcile(KEY)
     assert len(runner.runs) == 2
+
+
+def test_a_run_that_asks_to_look_again_is_queued_and_not_skipped_then(tmp_path):
+    # A runbook waiting out a deadline (a node unreachable for spec.nodeLossTimeout) asks for a
+    # run when it passes, though nothing the watcher sees will have changed.
+    stats = {"operator_requeue_after": 30}
+    _kube, runner, ctl, _ = make(tmp_path, [result(stats=stats), result()])
+    now = [1000.0]
+    ctl.skips.clock = lambda: now[0]
+    ctl.reconcile(KEY)
+    assert [key for _, _, key in ctl.queue._delayed] == [KEY]
+    assert ctl.queue._delayed[0][0] - time.monotonic() == pytest.approx(30, abs=2)
+    now[0] += 29
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1, "before its time, an unchanged resync is still skipped"
+    now[0] += 1
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+    # That run asked nothing: back to the skip rule's own bound.
+    now[0] += 30
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+
+
+@pytest.mark.parametrize(
+    ("asked", "seconds"),
+    [
+        (None, None),
+        (30, 30.0),
+        ("12.5", 12.5),
+        (0, None),
+        (-5, None),
+        (True, None),
+        ("soon", None),
+        (float("nan"), None),
+        ([30], None),
+        (0.01, 1.0),
+        (10**9, 3600.0),
+    ],
+)
+def test_what_a_run_may_ask_for(asked, seconds):
+    stats = {} if asked is None else {"operator_requeue_after": asked}
+    assert requeue_after(stats) == seconds
 
 
 def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):

@@ -95,6 +95,9 @@ class Watch:
     preemption_opt_out_annotation: str = ""
     full_run_interval: float = 600.0
     fingerprint_annotations: tuple[str, ...] = ()
+    # Seconds a node's kubelet may leave its Lease unrenewed before the owners of the Pods on
+    # that node are run (0: off).
+    node_silence: float = 0.0
 
     def __post_init__(self) -> None:
         # By default the annotations of our own API group are the ones that matter.
@@ -146,6 +149,7 @@ _WATCH_KEYS = {
     "preemptionOptOutAnnotation",
     "fullRunInterval",
     "fingerprintAnnotations",
+    "nodeSilence",
 }
 
 
@@ -279,6 +283,8 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
         if "fullRunInterval" in data
         else 10 * period
     )
+    if "nodeSilence" in data:
+        kwargs["node_silence"] = parse_duration(data["nodeSilence"], f"{where}: nodeSilence")
     if "finalizer" in data:
         fin = data["finalizer"]
         fwhere = f"{where}: finalizer"
@@ -330,6 +336,10 @@ def _watch(data: Any, base: Path, where: str) -> Watch:
                     f"{'.' + dep.group if dep.group else ''} is listed twice"
                 )
             listed.add((dep.group, dep.kind))
+    if kwargs.get("node_silence") and not any(
+        (d.group, d.kind) == ("", "Pod") for d in kwargs.get("dependents", ())
+    ):
+        raise ConfigError(f"{where}: nodeSilence needs Pods among the dependents (whose nodes)")
     if "fingerprintAnnotations" in data:
         values = _typed(data, "fingerprintAnnotations", list, where)
         if not all(isinstance(v, str) for v in values):

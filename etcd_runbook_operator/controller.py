@@ -57,6 +57,7 @@ class Controller:
             self.shutting_down,
         )
         self.skips = self.reconciler.skips
+        self.intake.urgent = self.skips.forget
 
     def reconcile(self, key: ObjKey) -> None:
         self.reconciler.reconcile(key)
@@ -76,6 +77,7 @@ class Controller:
         )
         resync.start()
         self._threads.append(resync)
+        self._threads.extend(self.intake.start_node_silence(stop))
         for i in range(self.workers):
             t = threading.Thread(
                 target=self._work, name=f"worker-{self.watch.kind}-{i}", daemon=True

@@ -16,14 +16,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from .config import Dependent, Watch
 from .fingerprint import Seen
 from .informer import Informer, ObjKey, obj_key
-from .kube import Kube, Resource
+from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
+from .nodes import LEASES, NODE_LEASE_NAMESPACE, NodeSilence, pods_on
 from .runner import PlaybookRunner
 from .workqueue import WorkQueue
 
@@ -147,10 +149,13 @@ class Intake:
         in_flight: InFlight,
         namespaces: list[str | None],
     ) -> None:
+        self.kube = kube
         self.watch = watch
         self.queue = queue
         self.metrics = metrics
         self.in_flight = in_flight
+        # Set by the controller: what makes the next run of a key skip-proof.
+        self.urgent: Callable[[ObjKey], None] = lambda key: None
         self._lock = threading.Lock()
         self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
         self.primary = [
@@ -182,6 +187,21 @@ class Intake:
             for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
             for ns in namespaces
         ]
+
+        # nodeSilence: node Leases, watched outside `informers` (a namespaced install may not
+        # read them, and the operator must still become ready; see start_node_silence).
+        self.silence = NodeSilence(watch.node_silence) if watch.node_silence else None
+        self.leases = (
+            Informer(
+                kube,
+                LEASES,
+                self.on_lease,
+                NODE_LEASE_NAMESPACE,
+                on_restart=self._restart_counter(LEASES),
+            )
+            if self.silence and watch.watch_dependent_resources
+            else None
+        )
 
     def _restart_counter(self, resource: Resource) -> Any:
         counter = self.metrics.watch_restarts
@@ -231,6 +251,55 @@ class Intake:
                 return False
             self._deletions_seen.append(uid)
         return True
+
+    def on_lease(self, event: str, lease: dict[str, Any]) -> None:
+        if self.silence is not None and self.silence.seen(event, lease):
+            node = str(lease.get("metadata", {}).get("name") or "")
+            self.run_owners_on(node, "is gone" if event == "DELETED" else "renews its Lease again")
+
+    def start_node_silence(self, stop: threading.Event) -> list[threading.Thread]:
+        """The Lease informer and the thread that finds silent nodes; none when the entry has
+        no nodeSilence or the operator may not list node Leases (said once, then off)."""
+        if self.leases is None or self.silence is None:
+            return []
+        try:
+            self.kube.get(LEASES.path(NODE_LEASE_NAMESPACE), {"limit": "1"})
+        except ApiException as exc:
+            log.warning(
+                "%s: nodeSilence is off: node Leases cannot be listed (%s %s); a lost node is "
+                "noticed when Kubernetes marks it NotReady",
+                self.watch.kind,
+                exc.status,
+                exc.reason,
+            )
+            return []
+        checker = threading.Thread(
+            target=self._find_silent_nodes, args=(stop,), name="node-silence", daemon=True
+        )
+        checker.start()
+        return [self.leases.start(stop), checker]
+
+    def _find_silent_nodes(self, stop: threading.Event) -> None:
+        assert self.silence is not None
+        why = f"has not renewed its Lease for {self.silence.threshold:.0f}s"
+        while not stop.wait(1.0):
+            for node in self.silence.newly_silent():
+                self.run_owners_on(node, why)
+
+    def run_owners_on(self, node: str, why: str) -> None:
+        """Queue, past the skip rule, the owners of the Pods on `node`."""
+        keys: set[ObjKey] = set()
+        for dep, inf in self._dependents:
+            if (dep.group, dep.kind) != ("", "Pod"):
+                continue
+            for pod in pods_on(inf.items(), node):
+                key = owner_key(pod, self.watch, dep)
+                if key:
+                    keys.add(key)
+        for key in sorted(keys):
+            log.info("%s %s/%s: node %s %s", self.watch.kind, *key, node, why)
+            self.urgent(key)
+            self.enqueue(key)
 
     def resync(self, stop: threading.Event) -> None:
         """Queue every primary object each reconcilePeriod (the skip rule answers most)."""

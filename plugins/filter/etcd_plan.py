@@ -65,6 +65,9 @@ MAX_INDEX = 9
 # How long a member's node may be unreachable before the member is replaced on another node
 # (spec.nodeLossTimeout): Kubernetes' own default for evicting Pods from such a node.
 DEFAULT_NODE_LOSS_TIMEOUT = 300
+# A kubelet renews its node's Lease every 10 s: this long without a renewal is a silent node
+# (watches.yaml nodeSilence runs the cluster then).
+NODE_SILENCE = 15
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
 POD_TEMPLATE_REVISION = 2
@@ -724,10 +727,11 @@ class _Observed:
 
 
 def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
-    """Members etcd does not count healthy whose Pod's node is gone or not Ready, by name:
-    {node, seconds (since the kubelet was last heard of; None when unknown), why}. A node
-    Kubernetes still counts Ready is not lost, whatever etcd says (its member is healed as
-    any other), nor is one nobody could read."""
+    """Members etcd does not count healthy whose Pod's node is gone, not Ready, or silent (its
+    kubelet has not renewed the node's Lease for NODE_SILENCE seconds: Kubernetes counts it
+    Ready for 50 s more), by name: {node, seconds (since the kubelet was last heard of; None
+    when unknown), why}. A node Ready and heard from lately is not lost, whatever etcd says
+    (its member is healed as any other), nor is one nobody could read."""
     if o.nodes is None or not o.known:
         return {}
     losses: dict[str, dict[str, Any]] = {}
@@ -743,15 +747,18 @@ def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
                 "why": f"its node {node_name} no longer exists",
             }
             continue
-        if node.get("ready") == "True":
-            continue
         heard = str(node.get("renewed") or node.get("ready_since") or "")
         seconds = _seconds_between(heard, o.observed_at)
+        ready = node.get("ready") == "True"
+        # Ready, and its kubelet heard from lately (or no Lease to tell): not lost.
+        if ready and (not node.get("renewed") or seconds is None or seconds <= NODE_SILENCE):
+            continue
         silence = f"{int(seconds)} s without word from its kubelet" if seconds is not None else ""
+        state = "has stopped renewing its Lease" if ready else "is not Ready"
         losses[name] = {
             "node": node_name,
             "seconds": seconds,
-            "why": f"its node {node_name} is not Ready" + (f" ({silence})" if silence else ""),
+            "why": f"its node {node_name} {state}" + (f" ({silence})" if silence else ""),
         }
     return losses
 

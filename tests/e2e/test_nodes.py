@@ -61,6 +61,13 @@ def uncordoned(three_nodes: list[str], k8s_cluster: K8sCluster) -> Iterator[None
         k8s_cluster.kubectl("uncordon", node, check=False)
 
 
+def ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in pod.get("status", {}).get("conditions", [])
+    )
+
+
 def wait_degraded(k8s: K8sCluster, ns: str, name: str, reason: str, timeout: float) -> Any:
     def degraded() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", name)
@@ -105,12 +112,22 @@ def test_members_spread_over_nodes_and_drains_keep_quorum(
     out = drain(k8s, placed[second], name, 120)
     assert out.returncode == 0, out.stderr
     k8s.kubectl("uncordon", placed[second])
+    # The status may still be the one from before the drain: wait for the member's new Pod.
+    k8s.wait_for(
+        lambda: [p for p in pods(k8s, ns, name) if p["metadata"]["name"] == second and ready(p)],
+        timeout=AVAILABLE_WITHIN,
+        interval=2,
+        what=f"{second} Ready again",
+    )
     obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
     assert etcdctl(k8s, ns, second, "get", "/nodes/before", "--print-value-only").strip() == "drain"
     # Every member came back under its own identity, on its own node.
     assert node_of(k8s, ns, name) == placed
     ids = {m["name"]: m["id"] for m in obj["status"]["members"]}
     assert sorted(ids) == sorted(placed)
+    # Drains change no spec (a run once saw generation 2 here): who wrote it, if anyone did.
+    managers = [(f["manager"], f["operation"]) for f in obj["metadata"].get("managedFields", [])]
+    assert obj["metadata"]["generation"] == 1, managers
 
 
 def test_a_required_spread_leaves_a_fourth_member_without_a_node_and_says_why(
@@ -181,7 +198,10 @@ def test_a_member_on_a_lost_node_is_replaced_elsewhere_and_never_comes_back(
         obj = wait_degraded(k8s, ns, name, "NodeLost", 180)
         noticed = time.monotonic() - started
         message = condition(obj, "Degraded")["message"]
-        assert f"{victim}: its node {node} is not Ready" in message, message
+        assert f"{victim}: its node {node} " in message, message
+        # The node's Lease went unrenewed (watches.yaml nodeSilence), well before Kubernetes
+        # marks the node NotReady (50 s).
+        assert noticed < 30, (noticed, message)
         assert condition(obj, "Available")["status"] == "True"
 
         def replaced() -> dict[str, Any]:

@@ -1236,6 +1236,9 @@ def _on_nodes(facts: dict[str, Any], nodes: dict[str, dict[str, Any]] | None) ->
     [
         # Kubernetes counts the node Ready: a member down there is healed as any other.
         (_node(), False, None, {}, []),
+        (_node("True", "2026-11-25T09:59:50Z"), False, None, {}, []),
+        # Ready still (for 50 s), but its kubelet silent for 20 s: noticed, waited for.
+        (_node("True", "2026-11-25T09:59:40Z"), False, None, {"e-1": 20.0}, []),
         # Not Ready for 40 s, 5 min allowed: noticed, waited for.
         (_node("Unknown", "2026-11-25T09:59:20Z"), False, None, {"e-1": 40.0}, []),
         # Past the timeout: replaced.

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from etcd_runbook_operator import config as config_module
 from etcd_runbook_operator.config import Dependent, Finalizer, Target, Watch
 from etcd_runbook_operator.controller import Controller
 from etcd_runbook_operator.events import EventRecorder
 from etcd_runbook_operator.intake import owner_key
 from etcd_runbook_operator.kube import Resource
 from etcd_runbook_operator.metrics import Metrics
+from etcd_runbook_operator.nodes import NodeSilence
 from etcd_runbook_operator.reconcile import requeue_after
 from etcd_runbook_operator.runner import RunResult
 from tests.unit.watcher_fakes import FakeKube, FakeRunner, result
@@ -644,3 +646,91 @@ def test_events_told_in_flight_go_out_once_and_status_follows_the_run(tmp_path):
     assert status(kube)["readyMembers"] == 3 and status(kube)["observedGeneration"] == 1
     events = sorted((o["reason"], o["count"]) for p, o in kube.objects.items() if "/events/" in p)
     assert events == [("MemberAdded", 1), ("Reconciled", 1)], "nothing sent twice"
+
+
+def _lease(node: str, renewed: str) -> dict:
+    return {
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"renewTime": renewed},
+    }
+
+
+def test_the_owner_of_a_pod_on_a_silent_node_runs_though_nothing_it_watches_changed(tmp_path):
+    # A node whose kubelet stopped: no Pod event comes until the node controller's grace period
+    # (50 s) is over; its Lease stops being renewed after 10 s.
+    _kube, runner, ctl, _ = make(tmp_path, node_silence=15.0)
+    now = [0.0]
+    assert ctl.intake.silence is not None
+    ctl.intake.silence.clock = lambda: now[0]
+    pod = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "w1-0",
+            "uid": "p1",
+            "resourceVersion": "5",
+            "labels": {"etcd.runbook.io/cluster": "w1"},
+        },
+        "spec": {"nodeName": "n2"},
+    }
+    ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
+    ctl.reconcile(KEY)
+    ctl.intake.on_lease("ADDED", _lease("n2", "t0"))
+    ctl.intake.on_lease("ADDED", _lease("n1", "t0"))
+    now[0] = 10.0
+    ctl.intake.on_lease("MODIFIED", _lease("n1", "t1"))
+    assert ctl.intake.silence.newly_silent() == []
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1, "nothing changed: skipped"
+
+    now[0] = 16.0
+    for node in ctl.intake.silence.newly_silent():
+        ctl.intake.run_owners_on(node, "silent")
+    assert ctl.queue.get(0) == KEY
+    ctl.queue.done(KEY)
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2, "the silence made the run skip-proof"
+    # Named once per silence; a renewal ends it and runs the owner again.
+    now[0] = 26.0
+    assert ctl.intake.silence.newly_silent() == ["n1"]
+    ctl.intake.on_lease("MODIFIED", _lease("n2", "t2"))
+    assert ctl.queue.get(0) == KEY
+
+
+@pytest.mark.parametrize(
+    ("events", "at", "silent"),
+    [
+        # Renewed within the threshold: not silent.
+        ([(0, "ADDED", "t0"), (10, "MODIFIED", "t1")], 20, []),
+        # The same renewTime again (a relist) is no renewal.
+        ([(0, "ADDED", "t0"), (10, "ADDED", "t0")], 16, ["n"]),
+        ([(0, "ADDED", "t0")], 15, []),
+        ([(0, "ADDED", "t0")], 15.1, ["n"]),
+        # A Lease deleted (its Node deleted): silent at once, said by the event itself.
+        ([(0, "ADDED", "t0"), (1, "DELETED", "t0")], 1, []),
+    ],
+)
+def test_which_nodes_are_silent(events, at, silent):
+    now = [0.0]
+    tracker = NodeSilence(15.0, clock=lambda: now[0])
+    for when, event, renewed in events:
+        now[0] = when
+        tracker.seen(event, _lease("n", renewed))
+    now[0] = at
+    assert tracker.newly_silent() == silent
+
+
+def test_node_silence_needs_pods_among_the_dependents(tmp_path):
+    (tmp_path / "pb.yml").write_text("[]\n")
+    with pytest.raises(config_module.ConfigError, match="nodeSilence needs Pods"):
+        config_module._watch(
+            {
+                "group": "g.io",
+                "version": "v1",
+                "kind": "W",
+                "playbook": "pb.yml",
+                "nodeSilence": "15s",
+                "dependents": [{"version": "v1", "kind": "PersistentVolumeClaim"}],
+            },
+            tmp_path,
+            "watches.yaml: entry 0",
+        )

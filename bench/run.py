@@ -23,6 +23,7 @@ BENCHMARKS = {
     "operator": "bench.operator_latency",
     "bootstrap": "bench.bootstrap",
     "restore": "bench.restore",
+    "node-loss": "bench.node_loss",
 }
 
 

@@ -50,6 +50,7 @@ from tests.e2e.operator_incluster import (  # noqa: E402
     SELECTOR,
     InClusterOperator,
     deploy,
+    replicas,
 )
 from tests.k8s_cluster import UP_TIMEOUT, K8sCluster, run_cluster  # noqa: E402
 
@@ -151,19 +152,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
     kubeconfig = Path(run_cluster("kubeconfig", timeout=30))
     k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=Path(run_cluster("bin", timeout=30)))
-    replicas = (
-        k8s.kubectl(
-            "-n",
-            NAMESPACE,
-            "get",
-            "deployment",
-            DEPLOYMENT,
-            "-o",
-            "jsonpath={.spec.replicas}",
-            check=False,
-        ).stdout.strip()
-        or "0"
-    )
+    asked = replicas(k8s)
     tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-node-loss-tree-")))
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     report: dict[str, Any] = {
@@ -189,7 +178,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "scale",
             "deployment",
             DEPLOYMENT,
-            f"--replicas={replicas}",
+            f"--replicas={asked}",
             check=False,
         )
         run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)

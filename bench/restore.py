@@ -82,6 +82,7 @@ from tests.e2e.operator_incluster import (  # noqa: E402
     NAMESPACE,
     InClusterOperator,
     deploy,
+    replicas,
 )
 from tests.e2e.test_etcdbackup import backup, credentials_secret  # noqa: E402
 from tests.k8s_cluster import K8sCluster  # noqa: E402
@@ -611,19 +612,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if up.returncode != 0:
         raise SystemExit(f"hack/object-store up failed:\n{up.stderr[-4000:]}")
     endpoint = up.stdout.strip().splitlines()[-1]
-    replicas = (
-        k8s.kubectl(
-            "-n",
-            NAMESPACE,
-            "get",
-            "deployment",
-            DEPLOYMENT,
-            "-o",
-            "jsonpath={.spec.replicas}",
-            check=False,
-        ).stdout.strip()
-        or "0"
-    )
+    asked = replicas(k8s)
     tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-restore-tree-")))
     commit = ""
     if args.ref != "worktree":
@@ -704,7 +693,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "scale",
             "deployment",
             DEPLOYMENT,
-            f"--replicas={replicas}",
+            f"--replicas={asked}",
             check=False,
         )
         if tree != REPO:

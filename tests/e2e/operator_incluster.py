@@ -71,6 +71,22 @@ def deploy(k8s: K8sCluster, root: Path = REPO) -> str:
     return f"key-{key}"
 
 
+def replicas(k8s: K8sCluster) -> str:
+    """The operator Deployment's replicas as asked now ("0" without one): what a benchmark
+    that deploys the operator puts back at its end."""
+    asked = k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "get",
+        "deployment",
+        DEPLOYMENT,
+        "-o",
+        "jsonpath={.spec.replicas}",
+        check=False,
+    )
+    return asked.stdout.strip() or "0"
+
+
 def _container_init_pids() -> list[int]:
     """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
     found = []

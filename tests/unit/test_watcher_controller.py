@@ -354,15 +354,7 @@ def test_owner_key_without_owner_label():
 
 def test_dependent_change_enqueues_owner_and_changes_fingerprint(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
-    pod = {
-        "metadata": {
-            "namespace": "ns",
-            "name": "w1-0",
-            "uid": "p1",
-            "resourceVersion": "5",
-            "labels": {"etcd.runbook.io/cluster": "w1"},
-        }
-    }
+    pod = member_pod("p1", resourceVersion="5")
     ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
     ctl.reconcile(KEY)
     ctl.intake.on_dependent(DEPENDENTS[0], "MODIFIED", pod)
@@ -662,16 +654,7 @@ def test_the_owner_of_a_pod_on_a_silent_node_runs_though_nothing_it_watches_chan
     now = [0.0]
     assert ctl.intake.silence is not None
     ctl.intake.silence.clock = lambda: now[0]
-    pod = {
-        "metadata": {
-            "namespace": "ns",
-            "name": "w1-0",
-            "uid": "p1",
-            "resourceVersion": "5",
-            "labels": {"etcd.runbook.io/cluster": "w1"},
-        },
-        "spec": {"nodeName": "n2"},
-    }
+    pod = {**member_pod("p1", resourceVersion="5"), "spec": {"nodeName": "n2"}}
     ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
     ctl.reconcile(KEY)
     ctl.intake.on_lease("ADDED", _lease("n2", "t0"))

@@ -13,12 +13,15 @@ table-driven unit tests (tests/unit/test_etcd_plan.py), including the ones that 
   a quorum of voting members that agree on the member list, under the recorded cluster ID;
   a member that answers for another cluster, or as another member than its claim records,
   is fenced;
-* learners first, one membership change at a time, the leader last.
+* learners first, one membership change at a time, the leader last;
+* a member on a lost node is waited for, then replaced: removed from etcd before its Pod is
+  deleted, so it never comes back as a member when its node does.
 
 `facts` holds: `object` (the EtcdCluster), `pods`, `claims`, `info` (etcd_cluster_info's
 result, {} when no member answered), `info_error`, `endpoints` (member name -> the URL this
-run reaches it at), `tls` (what the TLS Secrets look like, never their data) and `options`
-(the role's settings).
+run reaches it at), `tls` (what the TLS Secrets look like, never their data), `nodes` (each
+member Pod's node: found, Ready, its Lease's last renewal; None when Nodes cannot be read),
+`observed_at` (when the look was taken) and `options` (the role's settings).
 """
 
 from __future__ import annotations

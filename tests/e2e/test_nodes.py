@@ -23,6 +23,7 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
+from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR
 from tests.k8s_cluster import K8sCluster, run_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.nodes, pytest.mark.timeout(1200)]
@@ -234,4 +235,139 @@ def test_a_member_on_a_lost_node_is_replaced_elsewhere_and_never_comes_back(
     for member in node_of(k8s, ns, name):
         assert (
             etcdctl(k8s, ns, member, "get", "/nodes/lost", "--print-value-only").strip() == "kept"
+        )
+
+
+LEASE = "etcd-runbook-operator"
+# The watcher's leader election (etcd_runbook_operator/leader.py): a standby takes the Lease
+# once its holder has not renewed it for this long, trying every retry period.
+LEASE_DURATION, RETRY_PERIOD = 15, 2
+
+
+def lease_holder(k8s: K8sCluster) -> str:
+    lease = get(k8s, NAMESPACE, "lease", LEASE)
+    return str(lease.get("spec", {}).get("holderIdentity") or "")
+
+
+def test_a_standby_operator_takes_over_when_the_leader_s_node_is_lost(
+    three_nodes: list[str], k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns = k8s_cluster, k8s_namespace
+    # Two replicas, one on each of nodes 1 and 2 (node 0 holds CoreDNS and is never stopped).
+    spread = {
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {
+                                                "key": "kubernetes.io/hostname",
+                                                "operator": "In",
+                                                "values": ["erop-node1", "erop-node2"],
+                                            }
+                                        ]
+                                    }
+                                ]
+                            }
+                        },
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "topologyKey": "kubernetes.io/hostname",
+                                    "labelSelector": {
+                                        "matchLabels": {"app.kubernetes.io/name": LEASE}
+                                    },
+                                }
+                            ]
+                        },
+                    }
+                }
+            },
+        }
+    }
+    deployment = ["-n", NAMESPACE, "deployment", DEPLOYMENT]
+    k8s.kubectl("patch", *deployment, "--type=merge", "-p", json.dumps(spread))
+    stopped = ""
+    try:
+        k8s.kubectl(
+            "rollout",
+            "status",
+            *deployment[:2],
+            f"deployment/{DEPLOYMENT}",
+            "--timeout=300s",
+            timeout=320,
+        )
+        replicas = k8s.wait_for(
+            lambda: (
+                found
+                if len(
+                    found := {
+                        p["metadata"]["name"]: p["spec"].get("nodeName", "")
+                        for p in get(k8s, NAMESPACE, "pods", "-l", SELECTOR)["items"]
+                        if not p["metadata"].get("deletionTimestamp") and ready(p)
+                    }
+                )
+                == 2
+                else {}
+            ),
+            timeout=300,
+            interval=2,
+            what="two operator replicas Ready",
+        )
+        assert sorted(replicas.values()) == ["erop-node1", "erop-node2"], replicas
+        leader = k8s.wait_for(
+            lambda: next((p for p in replicas if lease_holder(k8s).startswith(p + "_")), ""),
+            timeout=120,
+            interval=1,
+            what="one of the two replicas leading",
+        )
+        standby = next(p for p in replicas if p != leader)
+        stopped = replicas[leader]
+
+        started = time.monotonic()
+        run_cluster("node", "stop", stopped, timeout=120)
+        k8s.wait_for(
+            lambda: lease_holder(k8s).startswith(standby + "_"),
+            timeout=120,
+            interval=0.5,
+            what=f"{standby} holding the Lease",
+        )
+        took_over = time.monotonic() - started
+        # The old leader renewed at most a retry period before it stopped; the standby takes
+        # the Lease a lease duration after it last saw it change, at its next try.
+        assert took_over < LEASE_DURATION + 3 * RETRY_PERIOD + 5, took_over
+
+        # The new leader acts: a cluster made now (on node 0, which stays) becomes Available.
+        apply(
+            k8s,
+            ns,
+            etcd_cluster(
+                "after", size=1, pod={"nodeSelector": {"kubernetes.io/hostname": "erop-node0"}}
+            ),
+        )
+        wait_available(k8s, ns, "after", 1, AVAILABLE_WITHIN)
+        acted = time.monotonic() - started
+        print(
+            f"leader on {stopped} stopped: {standby} led after {took_over:.1f}s, "
+            f"a new cluster Available after {acted:.1f}s"
+        )
+    finally:
+        if stopped:
+            run_cluster("node", "start", stopped, timeout=300)
+        back = {"spec": {"replicas": 1, "template": {"spec": {"affinity": None}}}}
+        k8s.kubectl("patch", *deployment, "--type=merge", "-p", json.dumps(back), check=False)
+        k8s.kubectl(
+            "rollout",
+            "status",
+            "-n",
+            NAMESPACE,
+            f"deployment/{DEPLOYMENT}",
+            "--timeout=300s",
+            check=False,
+            timeout=320,
         )

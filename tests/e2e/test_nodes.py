@@ -291,6 +291,15 @@ def test_a_standby_operator_takes_over_when_the_leader_s_node_is_lost(
         }
     }
     deployment = ["-n", NAMESPACE, "deployment", DEPLOYMENT]
+    # Down to none first: a rolling update would keep the old Pods on nodes 1 and 2, where the
+    # required anti-affinity then leaves the new ones no room.
+    k8s.kubectl("scale", *deployment, "--replicas=0")
+    k8s.wait_for(
+        lambda: not get(k8s, NAMESPACE, "pods", "-l", SELECTOR)["items"],
+        timeout=330,
+        interval=2,
+        what="no operator Pod left",
+    )
     k8s.kubectl("patch", *deployment, "--type=merge", "-p", json.dumps(spread))
     stopped = ""
     try:

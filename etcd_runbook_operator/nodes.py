@@ -65,10 +65,6 @@ class NodeSilence:
             self._silent.update(found)
         return found
 
-    def silent(self) -> set[str]:
-        with self._lock:
-            return set(self._silent)
-
 
 def pods_on(pods: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
     return [p for p in pods if (p.get("spec") or {}).get("nodeName") == node]

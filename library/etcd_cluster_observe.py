@@ -18,8 +18,9 @@ description:
     and fails with every fact of the last look when O(wait_for.timeout) passes, or at once
     when the scheduler finds no node for that member's Pod.
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
-    none is being deleted; then looks as usual. When some are still there once
-    O(wait_for.timeout) has passed, it fails with every fact of the look.
+    none of the Pods it names is being deleted; then looks as usual. When some are still there
+    once O(wait_for.timeout) has passed, it fails with every fact of the look. (A Pod being
+    deleted on a lost node never goes, so leave it out.)
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
 version_added: "0.2.0"
@@ -94,16 +95,19 @@ options:
             type: int
             default: 3600
   wait_for:
-    description: Look until this member is healthy, or until no member Pod is being deleted.
+    description: Look until this member is healthy, or until the named Pods are no longer being
+      deleted.
     type: dict
     suboptions:
       member:
         description: Member name.
         type: str
       pods_gone:
-        description: Wait until no member Pod has a deletion timestamp, before the look.
-        type: bool
-        default: false
+        description: Member Pods to wait for, before the look, until none of them has a deletion
+          timestamp.
+        type: list
+        elements: str
+        default: []
       timeout:
         description: Seconds to keep looking.
         type: float
@@ -237,7 +241,7 @@ def argument_spec() -> dict[str, Any]:
             "type": "dict",
             "options": {
                 "member": {"type": "str"},
-                "pods_gone": {"type": "bool", "default": False},
+                "pods_gone": {"type": "list", "elements": "str", "default": []},
                 "timeout": {"type": "float", "required": True},
             },
         },

@@ -31,6 +31,9 @@ CLIENT_PORT = 2379
 BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
 NODE_LEASES = "kube-node-lease"
+# Set on a claim by the scheduler when its volume binds on first use: a node-local volume
+# stays on that node.
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_INTERVAL = 1.0
 # Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
 # Pods costs the API server little.
@@ -154,11 +157,18 @@ class Observer:
             namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1"
         )
 
-    def nodes_of(self, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """What the plan needs of each node a member Pod was placed on (node_facts), by node
-        name; None when Nodes cannot be read (the namespaced install), so no member is ever
-        judged by a node nobody could see."""
-        names = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
+    def nodes_of(
+        self, pods: list[dict[str, Any]], claims: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """What the plan needs of each node a member Pod was placed on, or the scheduler picked
+        for a member's claim (node_facts), by node name; None when Nodes cannot be read (the
+        namespaced install), so no member is ever judged by a node nobody could see."""
+        placed = {str((p.get("spec") or {}).get("nodeName") or "") for p in pods}
+        picked = {
+            str(((c.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) or "")
+            for c in claims
+        }
+        names = sorted((placed | picked) - {""})
         seen: dict[str, Any] = {}
         try:
             for name in names:
@@ -189,7 +199,7 @@ class Observer:
             ),
             "secrets": [],
         }
-        facts["nodes"] = self.nodes_of(facts["pods"])
+        facts["nodes"] = self.nodes_of(facts["pods"], facts["claims"])
         if self.secret_selector is not None:
             facts["secrets"] = self.reader.items(
                 namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
@@ -207,14 +217,19 @@ class Observer:
 
 
 def wait_pods_gone(
-    observer: Observer, deadline: float, sleep: Callable[[float], None] = time.sleep
+    observer: Observer,
+    names: list[str],
+    deadline: float,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
-    """Reads only the Pods until none is being deleted or `deadline` (monotonic) passes; the
-    names of those still going."""
-    going = leaving(observer.pods())
+    """Reads only the Pods until none of `names` is being deleted or `deadline` (monotonic)
+    passes; the names of those still going. Only the named: a Pod being deleted on a lost node
+    never goes (no kubelet confirms it), and the plan leaves it out."""
+    wanted = set(names)
+    going = [n for n in leaving(observer.pods()) if n in wanted]
     while going and time.monotonic() < deadline:
         sleep(GONE_INTERVAL)
-        going = leaving(observer.pods())
+        going = [n for n in leaving(observer.pods()) if n in wanted]
     return going
 
 
@@ -291,7 +306,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     )
     wait = params.get("wait_for") or {}
     deadline = time.monotonic() + float(wait.get("timeout") or 0)
-    going = wait_pods_gone(observer, deadline) if wait.get("pods_gone") else []
+    going = wait_pods_gone(observer, wait["pods_gone"], deadline) if wait.get("pods_gone") else []
     while True:
         observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()

@@ -55,6 +55,8 @@ ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
 LABEL_BEFORE_UPGRADE = f"{GROUP}/before-upgrade"
 # A member Pod carries what it was made from.
 ANN_POD_HASH = f"{GROUP}/pod-hash"
+# Set on a claim by the scheduler when a volume binds on first use (WaitForFirstConsumer).
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_MEMBER = f"{GROUP}/member"
 LABEL_VERSION = f"{GROUP}/version"
@@ -729,6 +731,14 @@ class _Observed:
         )
 
 
+def member_node(pod: dict[str, Any] | None, claim: dict[str, Any] | None) -> str:
+    """The node a member lives on: its Pod's, else (no Pod, or one not placed) the node the
+    scheduler picked for its claim, where a node-local volume stays. The observe module reads
+    the Nodes of both."""
+    placed = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+    return placed or str(annotations_of(claim).get(ANN_SELECTED_NODE) or "")
+
+
 def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
     """Members etcd does not count healthy whose Pod's node is gone, not Ready, or silent (its
     kubelet has not renewed the node's Lease for NODE_SILENCE seconds: Kubernetes counts it
@@ -738,8 +748,8 @@ def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
     if o.nodes is None or not o.known:
         return {}
     losses: dict[str, dict[str, Any]] = {}
-    for name, pod in sorted(o.pods.items()):
-        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+    for name in sorted(set(o.pods) | set(o.live_claims)):
+        node_name = member_node(o.pods.get(name), o.live_claims.get(name))
         node = o.nodes.get(node_name) if node_name else None
         if node is None or member_healthy(o.info, name):
             continue
@@ -1098,12 +1108,19 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     leaving = sorted(n for n, p in o.pods.items() if _deleting(p) and n not in node_lost)
     # A member Pod no node takes: said first, and nothing joins or votes behind it. It is
     # scheduled as soon as a node fits (a new node, one uncordoned, a relaxed spec).
-    stuck = {n: why for n, p in o.pods.items() if not _deleting(p) and (why := unschedulable(p))}
+    stuck = {
+        n: why
+        for n, p in o.pods.items()
+        if not _deleting(p) and n not in node_lost and (why := unschedulable(p))
+    }
     refusals.extend(_unschedulable_refusal(n, why) for n, why in sorted(stuck.items()))
     heal = sorted(
         n
         for n in o.live_claims
-        if (n not in o.pods or n in ended) and n not in lost_data and n not in o.restoring
+        if (n not in o.pods or n in ended)
+        and n not in lost_data
+        and n not in o.restoring
+        and n not in node_lost
     )
 
     fence = _fence(o) if o.known or o.info.get("views") else []
@@ -1166,13 +1183,12 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         ]
         if due and not replace:
             n, loss = due[0]
-            replace.append(
-                {
-                    "name": n,
-                    "reason": f"{loss['why']}, past spec.nodeLossTimeout "
-                    f"({spec['node_loss_timeout']} s)",
-                }
+            past = (
+                f", past spec.nodeLossTimeout ({spec['node_loss_timeout']} s)"
+                if loss["seconds"] is not None
+                else ": there is no node left to wait for"
             )
+            replace.append({"name": n, "reason": loss["why"] + past})
         replaced = {r["name"] for r in replace}
         lost = sorted(
             m["name"] or m["id"]

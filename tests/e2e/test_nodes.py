@@ -5,6 +5,7 @@ quorum. Run by `make test-nodes`, after the other suites, on the same local Kube
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -75,6 +76,29 @@ def wait_degraded(k8s: K8sCluster, ns: str, name: str, reason: str, timeout: flo
         return obj if condition(obj, "Degraded").get("reason") == reason else {}
 
     return k8s.wait_for(degraded, timeout=timeout, interval=2, what=f"{name} Degraded {reason}")
+
+
+def test_each_added_node_listens_only_on_its_loopback_and_its_own_address(
+    three_nodes: list[str],
+) -> None:
+    """Nodes 1 and 2 live in network namespaces of their own (node 0 is the host's, which
+    tests/cluster/test_host_network.py checks): their kubelet, kube-proxy and containerd
+    listen on the namespace's loopback, and the kubelet's API on the node's own address only
+    (the API server's way in)."""
+    for node in three_nodes:
+        index = int(node.removeprefix("erop-node"))
+        if index == 0:
+            continue
+        out = subprocess.run(
+            ["ip", "netns", "exec", node, "ss", "-Hltun"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        local = [line.split()[4] for line in out.splitlines()]
+        assert f"10.244.{index}.1:10250" in local, (node, local)
+        allowed = re.compile(rf"^(127\.0\.0\.1|\[::1\]|10\.244\.{index}\.1):\d+$")
+        assert [a for a in local if not allowed.match(a)] == [], (node, local)
 
 
 def test_members_spread_over_nodes_and_drains_keep_quorum(
@@ -179,63 +203,110 @@ def operator_node(k8s: K8sCluster) -> str:
     return str(pods_["items"][0]["spec"].get("nodeName", "")) if pods_["items"] else ""
 
 
-def test_a_member_on_a_lost_node_is_replaced_elsewhere_and_never_comes_back(
-    three_nodes: list[str], k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+def replaced(k8s: K8sCluster, ns: str, name: str, old_id: str, timeout: float) -> float:
+    """Seconds until `old_id` is no longer among the members in `name`'s status."""
+    began = time.monotonic()
+
+    def gone() -> dict[str, Any]:
+        now = get(k8s, ns, "etcd", name)
+        ids = [m["id"] for m in now.get("status", {}).get("members", [])]
+        return now if ids and old_id not in ids else {}
+
+    k8s.wait_for(gone, timeout=timeout, interval=2, what=f"{name}: member {old_id} removed")
+    return time.monotonic() - began
+
+
+def assert_whole_without(
+    k8s: K8sCluster, ns: str, name: str, node: str, old_id: str, key: str
 ) -> None:
-    k8s, ns, name = k8s_cluster, k8s_namespace, "lost"
-    apply(k8s, ns, etcd_cluster(name, nodeLossTimeout="90s"))
+    """Available with 3 named members, none on `node`, `old_id` not among them, `key` on all."""
     obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
     placed = node_of(k8s, ns, name)
+    assert node not in placed.values(), placed
+    assert old_id not in [m["id"] for m in obj["status"]["members"]]
+    members = member_list(k8s, ns, next(iter(placed)))
+    assert len(members) == 3 and all(m.get("name") for m in members), members
+    assert old_id not in [format(int(m["ID"]), "x") for m in members], members
+    for member in placed:
+        assert etcdctl(k8s, ns, member, "get", key, "--print-value-only").strip() == "kept"
+
+
+def test_members_on_a_lost_node_are_replaced_elsewhere_and_never_come_back(
+    three_nodes: list[str], k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """`waited` gives the node 90 s, then replaces its member; `forgotten` gives it an hour,
+    and has its member replaced at once when the Node is deleted (a node gone for good, with
+    its node-local volumes). A cluster created meanwhile is not held up by either."""
+    k8s, ns = k8s_cluster, k8s_namespace
+    apply(k8s, ns, etcd_cluster("waited", nodeLossTimeout="90s"))
+    apply(k8s, ns, etcd_cluster("forgotten", nodeLossTimeout="1h"))
     # Not node 0 (CoreDNS, the other suites' clusters) nor the operator's own node.
     node = next(n for n in ("erop-node1", "erop-node2") if n != operator_node(k8s))
-    victim = next(m for m, n in placed.items() if n == node)
-    old_id = next(m["id"] for m in obj["status"]["members"] if m["name"] == victim)
-    survivor = next(m for m in placed if m != victim)
-    etcdctl(k8s, ns, survivor, "put", "/nodes/lost", "kept")
+    victims: dict[str, tuple[str, str]] = {}  # cluster -> (member on `node`, its ID)
+    for name in ("waited", "forgotten"):
+        obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+        placed = node_of(k8s, ns, name)
+        victim = next(m for m, n in placed.items() if n == node)
+        old_id = next(m["id"] for m in obj["status"]["members"] if m["name"] == victim)
+        victims[name] = (victim, old_id)
+        survivor = next(m for m in placed if m != victim)
+        etcdctl(k8s, ns, survivor, "put", "/nodes/lost", "kept")
 
     started = time.monotonic()
     run_cluster("node", "stop", node, timeout=120)
+    deleted = False
     try:
-        obj = wait_degraded(k8s, ns, name, "NodeLost", 180)
-        noticed = time.monotonic() - started
-        message = condition(obj, "Degraded")["message"]
-        assert f"{victim}: its node {node} " in message, message
-        # The node's Lease went unrenewed (watches.yaml nodeSilence), well before Kubernetes
-        # marks the node NotReady (50 s).
-        assert noticed < 30, (noticed, message)
-        assert condition(obj, "Available")["status"] == "True"
-
-        def replaced() -> dict[str, Any]:
-            now = get(k8s, ns, "etcd", name)
-            ids = [m["id"] for m in now.get("status", {}).get("members", [])]
-            return now if old_id not in ids else {}
-
-        k8s.wait_for(replaced, timeout=300, interval=2, what=f"{victim} ({old_id}) removed")
-        obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
-        available_again = time.monotonic() - started
-        now_placed = node_of(k8s, ns, name)
-        assert node not in now_placed.values(), now_placed
-        assert old_id not in [m["id"] for m in obj["status"]["members"]]
-        removed = get(k8s, ns, "events", "--field-selector", "reason=MemberRemoved")["items"]
-        assert any("spec.nodeLossTimeout" in e["message"] for e in removed), removed
-        print(
-            f"node {node} stopped: NodeLost after {noticed:.1f}s, "
-            f"replaced and Available again after {available_again:.1f}s"
+        # Reconciles of other clusters go on: one created now, on a node that runs.
+        apply(
+            k8s,
+            ns,
+            etcd_cluster(
+                "bystander", size=1, pod={"nodeSelector": {"kubernetes.io/hostname": "erop-node0"}}
+            ),
         )
+        for name in ("waited", "forgotten"):
+            obj = wait_degraded(k8s, ns, name, "NodeLost", 180)
+            noticed = time.monotonic() - started
+            message = condition(obj, "Degraded")["message"]
+            assert f"{victims[name][0]}: its node {node} " in message, message
+            # The node's Lease went unrenewed (watches.yaml nodeSilence), well before
+            # Kubernetes marks the node NotReady (50 s).
+            assert noticed < 30, (name, noticed, message)
+            assert condition(obj, "Available")["status"] == "True"
+        print(f"node {node} stopped: NodeLost after {noticed:.1f}s")
+        wait_available(k8s, ns, "bystander", 1, 120)
+        print(f"a cluster created meanwhile Available after {time.monotonic() - started:.1f}s")
+
+        # spec.nodeLossTimeout passed: the member is removed, then a fresh one joins elsewhere.
+        replaced(k8s, ns, "waited", victims["waited"][1], 300)
+        at = time.monotonic() - started
+        assert at > 85, f"replaced {at:.1f}s after the stop, before spec.nodeLossTimeout"
+        assert_whole_without(k8s, ns, "waited", node, victims["waited"][1], "/nodes/lost")
+        print(f"waited: member removed {at:.1f}s after the stop")
+        removed = get(k8s, ns, "events", "--field-selector", "reason=MemberRemoved")["items"]
+        assert any("spec.nodeLossTimeout (90 s)" in e["message"] for e in removed), removed
+
+        # An hour to wait, but the Node is deleted: nothing left to wait for.
+        obj = get(k8s, ns, "etcd", "forgotten")
+        assert victims["forgotten"][1] in [m["id"] for m in obj["status"]["members"]]
+        assert condition(obj, "Degraded").get("reason") == "NodeLost", obj["status"]
+        k8s.kubectl("delete", "node", node)
+        deleted = True
+        took = replaced(k8s, ns, "forgotten", victims["forgotten"][1], 120)
+        print(f"forgotten: replaced {took:.1f}s after its Node was deleted")
+        assert took < 60, took
+        assert_whole_without(k8s, ns, "forgotten", node, victims["forgotten"][1], "/nodes/lost")
+        removed = get(k8s, ns, "events", "--field-selector", "reason=MemberRemoved")["items"]
+        assert any(f"its node {node} no longer exists" in e["message"] for e in removed), removed
     finally:
+        # A deleted Node registers again when its kubelet starts.
         run_cluster("node", "start", node, timeout=300)
 
-    # The node back: its kubelet finds the old Pod deleted; the old member stays removed.
+    # The node back: its kubelet finds the old Pods deleted; the old members stay removed.
+    assert deleted
     time.sleep(15)
-    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
-    members = member_list(k8s, ns, survivor)
-    assert len(members) == 3 and all(m.get("name") for m in members), members
-    assert old_id not in [format(int(m["ID"]), "x") for m in members], members
-    assert etcdctl(k8s, ns, survivor, "get", "/nodes/lost", "--print-value-only").strip() == "kept"
-    for member in node_of(k8s, ns, name):
-        assert (
-            etcdctl(k8s, ns, member, "get", "/nodes/lost", "--print-value-only").strip() == "kept"
-        )
+    for name, (_, old_id) in victims.items():
+        assert_whole_without(k8s, ns, name, node, old_id, "/nodes/lost")
 
 
 LEASE = "etcd-runbook-operator"

@@ -11,6 +11,7 @@ import pytest
 from ansible.module_utils.etcd_errors import EtcdInputError
 from ansible.module_utils.etcd_kube import KubeError
 from ansible.module_utils.etcd_observe import (
+    SELECTED_NODE,
     Observer,
     ask_etcd,
     check,
@@ -135,28 +136,51 @@ class _Going:
         return answer
 
 
+ALL = ["e-0", "e-1", "e-2"]
+
+
 @pytest.mark.parametrize(
-    ("answers", "within", "still", "lists"),
+    ("answers", "names", "within", "still", "lists"),
     [
         # Nothing going: one list, no wait.
-        ([[_pod("e-0")]], 10, [], 1),
+        ([[_pod("e-0")]], ALL, 10, [], 1),
         # Gone on the third list (the Pod disappears; a new one may already be there).
-        ([[_pod("e-1", deleting=True)], [_pod("e-1", deleting=True)], [_pod("e-0")]], 10, [], 3),
-        ([[_pod("e-1", deleting=True)], []], 10, [], 2),
+        (
+            [[_pod("e-1", deleting=True)], [_pod("e-1", deleting=True)], [_pod("e-0")]],
+            ALL,
+            10,
+            [],
+            3,
+        ),
+        ([[_pod("e-1", deleting=True)], []], ALL, 10, [], 2),
         # Never gone: the names of those still going once the time is up.
         (
             [[_pod("e-1", deleting=True), _pod("e-2", deleting=True), _pod("e-0")]],
+            ALL,
             0,
             ["e-1", "e-2"],
             1,
         ),
+        # A Pod stuck going on a lost node is not named: only e-1 is waited for.
+        (
+            [
+                [_pod("e-1", deleting=True), _pod("e-2", deleting=True)],
+                [_pod("e-2", deleting=True)],
+            ],
+            ["e-1"],
+            10,
+            [],
+            2,
+        ),
     ],
 )
-def test_pods_being_deleted_are_waited_for_by_listing_pods_only(answers, within, still, lists):
+def test_pods_being_deleted_are_waited_for_by_listing_pods_only(
+    answers, names, within, still, lists
+):
     reader = _Going(answers)
     slept: list[float] = []
     observer = Observer(reader, "ns", "a=b", None, 5.0)
-    assert wait_pods_gone(observer, time.monotonic() + within, slept.append) == still
+    assert wait_pods_gone(observer, names, time.monotonic() + within, slept.append) == still
     assert reader.listed == lists and len(slept) == lists - 1
 
 
@@ -207,6 +231,12 @@ class _Nodes:
                 {"metadata": {"name": "e-2"}, "spec": {"nodeName": "gone"}},
                 {"metadata": {"name": "e-3"}, "spec": {}},  # not placed yet
             ]
+        if path.endswith("/persistentvolumeclaims"):
+            # A claim whose member has no Pod: its volume's node is read too.
+            return [
+                {"metadata": {"name": "e-4-data", "annotations": {SELECTED_NODE: "n2"}}},
+                {"metadata": {"name": "e-3-data"}},  # not bound yet
+            ]
         return []
 
     def get(self, path: str, query: dict[str, str] | None = None) -> dict | None:
@@ -237,6 +267,7 @@ def test_each_node_of_a_member_is_read_once_with_its_lease():
     nodes = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"]
     assert nodes == {
         "gone": {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""},
+        "n2": {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""},
         "n1": {
             "found": True,
             "ready": "Unknown",

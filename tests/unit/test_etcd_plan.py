@@ -1262,9 +1262,54 @@ def test_a_member_on_a_lost_node_is_waited_for_then_replaced(
     assert {n: v["seconds"] for n, v in p["node_lost"].items()} == lost
     assert [r["name"] for r in p["replace"]] == replaced
     if replaced:
-        assert "spec.nodeLossTimeout" in p["replace"][0]["reason"]
+        reason = p["replace"][0]["reason"]
+        if lost["e-1"] is None:
+            assert reason == "its node node1 no longer exists: there is no node left to wait for"
+        else:
+            assert "past spec.nodeLossTimeout" in reason, reason
     # Never healed or re-made in place: no kubelet would run it.
     assert p["heal"] == [] and p["ended"] == []
+
+
+@pytest.mark.parametrize(
+    ("node1", "unplaced_pod", "lost", "replaced", "refused"),
+    [
+        # The Pod is gone (the pod garbage collector deletes those of a deleted Node), and its
+        # claim's volume lives on a node that no longer exists: replaced, never re-made.
+        (_node(found=False), False, {"e-1": None}, ["e-1"], []),
+        # The same, with a Pod re-made before that no node takes: not a scheduling problem.
+        (_node(found=False), True, {"e-1": None}, ["e-1"], []),
+        # The volume's node is down, the timeout not yet passed: waited for.
+        (_node("Unknown", "2026-11-25T09:59:20Z"), False, {"e-1": 40.0}, [], []),
+        # The volume's node is fine: a lost Pod is healed as ever, an unplaced one said.
+        (_node(), False, {}, [], []),
+        (_node(), True, {}, [], ["MemberUnschedulable"]),
+    ],
+)
+def test_a_member_whose_volume_s_node_is_lost_is_judged_by_its_claim(
+    node1, unplaced_pod, lost, replaced, refused
+):
+    facts = healthy3()
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    _on_nodes(facts, {"node0": _node(), "node1": node1, "node2": _node()})
+    facts["claims"][1]["metadata"]["annotations"][ep.ANN_SELECTED_NODE] = "node1"
+    if unplaced_pod:
+        facts["pods"][1] = pod(1, phase="Pending", ready=False)
+        facts["pods"][1]["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 node(s) had volume node affinity conflict.",
+            }
+        ]
+    else:
+        del facts["pods"][1]
+    p = ep.plan(facts)
+    assert {n: v["seconds"] for n, v in p["node_lost"].items()} == lost
+    assert [r["name"] for r in p["replace"]] == replaced
+    assert [r["reason"] for r in p["refusals"]] == refused
+    assert p["heal"] == ([] if lost or unplaced_pod else ["e-1"])
 
 
 def test_nodes_nobody_could_read_judge_no_member():

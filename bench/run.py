@@ -24,6 +24,7 @@ BENCHMARKS = {
     "bootstrap": "bench.bootstrap",
     "restore": "bench.restore",
     "node-loss": "bench.node_loss",
+    "many": "bench.many_clusters",
 }
 
 

@@ -87,7 +87,7 @@ def replicas(k8s: K8sCluster) -> str:
     return asked.stdout.strip() or "0"
 
 
-def _container_init_pids() -> list[int]:
+def operator_host_pids() -> list[int]:
     """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -117,7 +117,7 @@ class InClusterOperator:
         self.cluster.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
 
     def kill(self) -> None:
-        pids = _container_init_pids()
+        pids = operator_host_pids()
         assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
         os.kill(pids[0], signal.SIGKILL)
         self.kills += 1

@@ -1,0 +1,324 @@
+"""Many EtcdClusters on one operator (issue 9): its memory and CPU, how long until all are
+Available, and how fast a change to one of them is acted on while the others resync.
+
+    .venv/bin/python bench/run.py many [--clusters 100] [--trials 3] [--window 180] [--no-docs]
+
+Grows the local cluster to three nodes (hack/cluster up --nodes 3: one node takes at most 110
+Pods, its kubelet's maxPods) and deploys the operator in the cluster from the committed tree of
+--ref (default HEAD) with the shipped watches.yaml (reconcilePeriod 60 s, full runs every
+600 s), as bench/node_loss.py does. In one fresh namespace:
+
+1. baseline: --trials EtcdClusters of 1 member are made one after another and waited for; then
+   each is scaled 1 -> 2, timing the watcher's reaction (Progressing for the new generation)
+   and the runbook's first change (the new member's claim or Pod);
+2. --clusters EtcdClusters of 1 member (etcd 3.6.16, TLS on) are POSTed at once; the clock runs
+   until every one is Available (polled every 2 s; also when the first, half and 90 % were);
+3. after a minute of quiet, the operator process's resident set, then its CPU (its own and its
+   waited-for children: ansible-playbook and the modules) over --window seconds of the idle
+   resyncs and periodic full runs of all of them;
+4. the same scale 1 -> 2 on --trials of the many, while the others resync.
+
+Every wait is bounded; the namespace is deleted at the end (each cluster through its finalizer),
+the operator's Deployment scaled back, the local cluster left on one node. Unless --no-docs,
+rewrites this benchmark's section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.bootstrap import load1  # noqa: E402
+from bench.docs_section import write_section  # noqa: E402
+from bench.operator_latency import fmt, median, one_member_cluster, row  # noqa: E402
+from bench.restore import operator_tree  # noqa: E402
+from etcd_runbook_operator.kube import Kube  # noqa: E402
+from tests.e2e.operator_incluster import (  # noqa: E402
+    DEPLOYMENT,
+    NAMESPACE,
+    InClusterOperator,
+    deploy,
+    operator_host_pids,
+    replicas,
+)
+from tests.k8s_cluster import UP_TIMEOUT, K8sCluster, run_cluster  # noqa: E402
+
+HEADING = "## Operator: many EtcdClusters at once"
+GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
+POLL = 2.0
+
+
+def until(what: str, timeout: float, interval: float, check: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(interval)
+    raise TimeoutError(f"{what}: not within {timeout:.0f}s")
+
+
+def is_available(obj: dict[str, Any], size: int) -> bool:
+    status = obj.get("status", {})
+    return (
+        any(
+            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
+        )
+        and status.get("readyMembers") == size
+        and status.get("observedGeneration") == obj["metadata"]["generation"]
+    )
+
+
+class Many:
+    def __init__(self, k8s: K8sCluster, ns: str) -> None:
+        self.k8s = k8s
+        self.ns = ns
+        self.kube = Kube(k8s.api_client())
+
+    def path(self, name: str = "") -> str:
+        return f"{GROUP_PATH}/namespaces/{self.ns}/etcdclusters" + (f"/{name}" if name else "")
+
+    def clusters(self) -> list[dict[str, Any]]:
+        return list(self.kube.get(self.path())["items"])
+
+    def dependents(self, kind: str, cluster: str) -> list[str]:
+        query = {"labelSelector": f"etcd.runbook.io/cluster={cluster}"}
+        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/{kind}", query)["items"]
+        return [i["metadata"]["name"] for i in items]
+
+    def create(self, name: str) -> None:
+        self.kube.create(self.path(), one_member_cluster(name))
+
+    def wait_available(self, name: str, size: int, timeout: float) -> None:
+        until(
+            f"{name} Available",
+            timeout,
+            0.5,
+            lambda: is_available(self.kube.get(self.path(name)), size),
+        )
+
+    def scale_up(self, name: str) -> dict[str, float]:
+        """Seconds from the PATCH size 1 -> 2 to the watcher's reaction and to the runbook's
+        first change; then waits for Available with 2."""
+        generation = int(self.kube.get(self.path(name))["metadata"]["generation"]) + 1
+
+        def reacted() -> bool:
+            status = self.kube.get(self.path(name)).get("status", {})
+            return any(
+                c["type"] == "Progressing"
+                and c["status"] == "True"
+                and c.get("observedGeneration") == generation
+                for c in status.get("conditions", [])
+            )
+
+        def acted() -> bool:
+            new = f"{name}-1"
+            return new in self.dependents("pods", name) or f"{new}-data" in self.dependents(
+                "persistentvolumeclaims", name
+            )
+
+        started = time.monotonic()
+        self.kube.merge_patch(self.path(name), {"spec": {"size": 2}})
+        until(f"{name}: Progressing for generation {generation}", 600, 0.05, reacted)
+        reaction = time.monotonic() - started
+        until(f"{name}: the new member's claim or Pod", 600, 0.1, acted)
+        action = time.monotonic() - started
+        self.wait_available(name, 2, 900)
+        return {"reaction": reaction, "action": action, "available": time.monotonic() - started}
+
+    def create_all(self, names: list[str], timeout: float) -> dict[str, float]:
+        """POSTs every one, then seconds until the first, half, 90 % and all are Available."""
+        started = time.monotonic()
+        for name in names:
+            self.create(name)
+        posted = time.monotonic() - started
+        marks: dict[str, float] = {"posted": posted}
+        wanted = set(names)
+        deadline = started + timeout
+        while time.monotonic() < deadline:
+            done = sum(
+                1 for o in self.clusters() if o["metadata"]["name"] in wanted and is_available(o, 1)
+            )
+            now = time.monotonic() - started
+            for key, share in (
+                ("first", 1 / len(names)),
+                ("half", 0.5),
+                ("p90", 0.9),
+                ("all", 1.0),
+            ):
+                if key not in marks and done >= share * len(names):
+                    marks[key] = now
+            if "all" in marks:
+                return marks
+            time.sleep(POLL)
+        raise TimeoutError(f"not all {len(names)} Available within {timeout:.0f}s: {marks}")
+
+
+def operator_pid() -> int:
+    pids = operator_host_pids()
+    if len(pids) != 1:
+        raise SystemExit(f"expected one in-cluster operator process, found {pids}")
+    return pids[0]
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024  # kB -> MiB
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process and of the children it has waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
+    kubeconfig = Path(run_cluster("kubeconfig", timeout=30))
+    k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=Path(run_cluster("bin", timeout=30)))
+    asked = replicas(k8s)
+    tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-many-tree-")))
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    report: dict[str, Any] = {"ref": args.ref, "clusters": args.clusters, "load_start": load1()}
+    try:
+        report["operator_image"] = deploy(k8s, tree)
+        InClusterOperator(k8s).wait_running()
+        k8s.kubectl("create", "namespace", ns)
+        many = Many(k8s, ns)
+        base = [f"base-{i}" for i in range(args.trials)]
+        for name in base:
+            many.create(name)
+            many.wait_available(name, 1, 600)
+        report["memory_base"] = memory_mib(operator_pid())
+        report["base"] = [many.scale_up(name) for name in base]
+        print(f"baseline: {report['base']}", flush=True)
+
+        names = [f"many-{i:03d}" for i in range(args.clusters)]
+        report["create"] = many.create_all(names, args.bound)
+        report["load_created"] = load1()
+        print(f"created: {report['create']}", flush=True)
+        time.sleep(60)
+        pid = operator_pid()
+        report["memory"] = memory_mib(pid)
+        before = cpu_seconds(pid)
+        time.sleep(args.window)
+        report["cpu_window"] = {"seconds": args.window, "cpu": cpu_seconds(pid) - before}
+        report["load_idle"] = load1()
+        print(f"idle: {report['memory']} {report['cpu_window']}", flush=True)
+        report["under_load"] = [many.scale_up(name) for name in names[: args.trials]]
+        print(f"with {args.clusters} others: {report['under_load']}", flush=True)
+        report["load_end"] = load1()
+    finally:
+        k8s.kubectl(
+            "-n", ns, "delete", "etcd", "--all", "--timeout=1200s", check=False, timeout=1260
+        )
+        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        k8s.kubectl(
+            "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, f"--replicas={asked}", check=False
+        )
+        run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
+        if tree != REPO:
+            shutil.rmtree(tree, ignore_errors=True)
+    return report
+
+
+def section(report: dict[str, Any], command: str) -> str:
+    base, loaded, create = report["base"], report["under_load"], report["create"]
+    n = report["clusters"]
+    cpu = report["cpu_window"]
+
+    def latency_row(what: str, key: str) -> str:
+        b = [t[key] for t in base]
+        m = [t[key] for t in loaded]
+        return row(
+            what,
+            fmt(b, 2),
+            fmt(m, 2),
+            f"{median(m) / median(b):.2f}" if median(b) else "-",
+        )
+
+    lines = [
+        HEADING,
+        "",
+        f"Command: `{command}` (operator from `{report['ref']}`, image "
+        f"{report['operator_image']}, in the cluster with the shipped watches.yaml: resync every "
+        "60 s, a full run every 600 s, 4 runs of EtcdClusters at a time; bench/many_clusters.py).",
+        f"Three nodes: one takes at most 110 Pods. Load average {report['load_start']:.1f} at the",
+        f"start, {report['load_created']:.1f} once all were Available, {report['load_idle']:.1f}",
+        f"idle, {report['load_end']:.1f} at the end.",
+        "",
+        f"**{n} EtcdClusters of 1 member (TLS) POSTed at once** ({create['posted']:.1f} s to POST",
+        "them all), seconds until Available:",
+        "",
+        row("first", "half", "90 %", "all"),
+        row("---", "---", "---", "---"),
+        row(*(f"{create[k]:.0f}" for k in ("first", "half", "p90", "all"))),
+        "",
+        "**The operator idle with them** (a minute after the last was Available):",
+        "",
+        row("measure", f"{len(base)} clusters", f"{n + len(base)} clusters"),
+        row("---", "---", "---"),
+        row(
+            "operator VmRSS (MiB)",
+            f"{report['memory_base']['VmRSS']:.1f}",
+            f"{report['memory']['VmRSS']:.1f}",
+        ),
+        row(
+            "operator peak VmHWM (MiB)",
+            f"{report['memory_base']['VmHWM']:.1f}",
+            f"{report['memory']['VmHWM']:.1f}",
+        ),
+        row(
+            f"operator CPU over {cpu['seconds']:.0f} s of resyncs and full runs (cores)",
+            "-",
+            f"{cpu['cpu'] / cpu['seconds']:.2f}",
+        ),
+        "",
+        "**A change to one cluster** (size 1 -> 2), seconds from the PATCH, with only the",
+        f"baseline clusters (made one at a time) against with {n} others resyncing:",
+        "",
+        row("measure", "baseline trials", f"with {n} others", "ratio of medians"),
+        row("---", "---", "---", "---"),
+        latency_row("watcher reacts (Progressing, new generation)", "reaction"),
+        latency_row("runbook's first change (the new member's claim or Pod)", "action"),
+        latency_row("Available with 2", "available"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py many", description=__doc__)
+    parser.add_argument("--clusters", type=int, default=100)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--window", type=float, default=180, help="idle CPU window (s)")
+    parser.add_argument("--bound", type=float, default=2400, help="bound of the create wait (s)")
+    parser.add_argument("--ref", default="HEAD", help="git ref of the operator; 'worktree' too")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    report = run(args)
+    print(json.dumps(report, indent=1))
+    text = section(report, ("python bench/run.py many " + " ".join(argv)).strip())
+    print(text)
+    if not args.no_docs:
+        write_section(HEADING, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

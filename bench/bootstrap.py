@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.docs_section import write_section
-from bench.operator_latency import Bench, cluster_up, fmt, median, row, wait_for
+from bench.operator_latency import Bench, cluster_up, fmt, median, process_pid, row, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
@@ -469,7 +469,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         op.start()
         op.wait_running(3)
-        bench = Bench(k8s, ns, op)
+        bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
         r = Run(bench, workdir)
         wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
         image = r.image()

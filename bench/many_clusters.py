@@ -27,13 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,34 +37,43 @@ sys.path.insert(0, str(REPO))
 
 from bench.bootstrap import load1  # noqa: E402
 from bench.docs_section import write_section  # noqa: E402
-from bench.operator_latency import fmt, median, one_member_cluster, row  # noqa: E402
-from bench.restore import operator_tree  # noqa: E402
-from etcd_runbook_operator.kube import Kube  # noqa: E402
-from tests.e2e.operator_incluster import (  # noqa: E402
-    DEPLOYMENT,
-    NAMESPACE,
-    InClusterOperator,
-    deploy,
-    operator_host_pids,
-    replicas,
+from bench.operator_latency import (  # noqa: E402
+    Bench,
+    InCluster,
+    fmt,
+    median,
+    one_member_cluster,
+    row,
+    wait_for,
 )
 from tests.k8s_cluster import UP_TIMEOUT, K8sCluster, run_cluster  # noqa: E402
 
 HEADING = "## Operator: many EtcdClusters at once"
-GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
 POLL = 2.0
 
 
-def until(what: str, timeout: float, interval: float, check: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not within {timeout:.0f}s")
+def create_all(bench: Bench, names: list[str], timeout: float) -> dict[str, float]:
+    """POSTs every one, then seconds until the first, half, 90 % and all are Available."""
+    started = time.monotonic()
+    for name in names:
+        bench.kube.create(bench.etcd_path(), one_member_cluster(name))
+    marks: dict[str, float] = {"posted": time.monotonic() - started}
+    wanted = set(names)
+
+    def all_available() -> bool:
+        items = bench.kube.get(bench.etcd_path())["items"]
+        done = sum(1 for o in items if o["metadata"]["name"] in wanted and available(o, 1))
+        now = time.monotonic() - started
+        for key, share in (("first", 1 / len(names)), ("half", 0.5), ("p90", 0.9), ("all", 1.0)):
+            if key not in marks and done >= share * len(names):
+                marks[key] = now
+        return "all" in marks
+
+    wait_for(all_available, timeout, POLL, f"all {len(names)} Available")
+    return marks
 
 
-def is_available(obj: dict[str, Any], size: int) -> bool:
+def available(obj: dict[str, Any], size: int) -> bool:
     status = obj.get("status", {})
     return (
         any(
@@ -80,147 +84,37 @@ def is_available(obj: dict[str, Any], size: int) -> bool:
     )
 
 
-class Many:
-    def __init__(self, k8s: K8sCluster, ns: str) -> None:
-        self.k8s = k8s
-        self.ns = ns
-        self.kube = Kube(k8s.api_client())
-
-    def path(self, name: str = "") -> str:
-        return f"{GROUP_PATH}/namespaces/{self.ns}/etcdclusters" + (f"/{name}" if name else "")
-
-    def clusters(self) -> list[dict[str, Any]]:
-        return list(self.kube.get(self.path())["items"])
-
-    def dependents(self, kind: str, cluster: str) -> list[str]:
-        query = {"labelSelector": f"etcd.runbook.io/cluster={cluster}"}
-        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/{kind}", query)["items"]
-        return [i["metadata"]["name"] for i in items]
-
-    def create(self, name: str) -> None:
-        self.kube.create(self.path(), one_member_cluster(name))
-
-    def wait_available(self, name: str, size: int, timeout: float) -> None:
-        until(
-            f"{name} Available",
-            timeout,
-            0.5,
-            lambda: is_available(self.kube.get(self.path(name)), size),
-        )
-
-    def scale_up(self, name: str) -> dict[str, float]:
-        """Seconds from the PATCH size 1 -> 2 to the watcher's reaction and to the runbook's
-        first change; then waits for Available with 2."""
-        generation = int(self.kube.get(self.path(name))["metadata"]["generation"]) + 1
-
-        def reacted() -> bool:
-            status = self.kube.get(self.path(name)).get("status", {})
-            return any(
-                c["type"] == "Progressing"
-                and c["status"] == "True"
-                and c.get("observedGeneration") == generation
-                for c in status.get("conditions", [])
-            )
-
-        def acted() -> bool:
-            new = f"{name}-1"
-            return new in self.dependents("pods", name) or f"{new}-data" in self.dependents(
-                "persistentvolumeclaims", name
-            )
-
-        started = time.monotonic()
-        self.kube.merge_patch(self.path(name), {"spec": {"size": 2}})
-        until(f"{name}: Progressing for generation {generation}", 600, 0.05, reacted)
-        reaction = time.monotonic() - started
-        until(f"{name}: the new member's claim or Pod", 600, 0.1, acted)
-        action = time.monotonic() - started
-        self.wait_available(name, 2, 900)
-        return {"reaction": reaction, "action": action, "available": time.monotonic() - started}
-
-    def create_all(self, names: list[str], timeout: float) -> dict[str, float]:
-        """POSTs every one, then seconds until the first, half, 90 % and all are Available."""
-        started = time.monotonic()
-        for name in names:
-            self.create(name)
-        posted = time.monotonic() - started
-        marks: dict[str, float] = {"posted": posted}
-        wanted = set(names)
-        deadline = started + timeout
-        while time.monotonic() < deadline:
-            done = sum(
-                1 for o in self.clusters() if o["metadata"]["name"] in wanted and is_available(o, 1)
-            )
-            now = time.monotonic() - started
-            for key, share in (
-                ("first", 1 / len(names)),
-                ("half", 0.5),
-                ("p90", 0.9),
-                ("all", 1.0),
-            ):
-                if key not in marks and done >= share * len(names):
-                    marks[key] = now
-            if "all" in marks:
-                return marks
-            time.sleep(POLL)
-        raise TimeoutError(f"not all {len(names)} Available within {timeout:.0f}s: {marks}")
-
-
-def operator_pid() -> int:
-    pids = operator_host_pids()
-    if len(pids) != 1:
-        raise SystemExit(f"expected one in-cluster operator process, found {pids}")
-    return pids[0]
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) / 1024  # kB -> MiB
-    return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of the process and of the children it has waited for."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
     kubeconfig = Path(run_cluster("kubeconfig", timeout=30))
     k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=Path(run_cluster("bin", timeout=30)))
-    asked = replicas(k8s)
-    tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-many-tree-")))
-    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    ns = f"bench-many-{int(time.time())}"
     report: dict[str, Any] = {"ref": args.ref, "clusters": args.clusters, "load_start": load1()}
+    incluster = InCluster(k8s, args.ref)  # the shipped watches.yaml
     try:
-        report["operator_image"] = deploy(k8s, tree)
-        InClusterOperator(k8s).wait_running()
+        bench = incluster.start()
+        bench.ns = ns
+        report["operator_image"] = incluster.image
         k8s.kubectl("create", "namespace", ns)
-        many = Many(k8s, ns)
         base = [f"base-{i}" for i in range(args.trials)]
         for name in base:
-            many.create(name)
-            many.wait_available(name, 1, 600)
-        report["memory_base"] = memory_mib(operator_pid())
-        report["base"] = [many.scale_up(name) for name in base]
+            bench.create(name)
+        report["memory_base"] = bench.memory_mib()
+        report["base"] = [bench.scale_up(name) for name in base]
         print(f"baseline: {report['base']}", flush=True)
 
         names = [f"many-{i:03d}" for i in range(args.clusters)]
-        report["create"] = many.create_all(names, args.bound)
+        report["create"] = create_all(bench, names, args.bound)
         report["load_created"] = load1()
         print(f"created: {report['create']}", flush=True)
         time.sleep(60)
-        pid = operator_pid()
-        report["memory"] = memory_mib(pid)
-        before = cpu_seconds(pid)
+        report["memory"] = bench.memory_mib()
+        before = bench.cpu_seconds()
         time.sleep(args.window)
-        report["cpu_window"] = {"seconds": args.window, "cpu": cpu_seconds(pid) - before}
+        report["cpu_window"] = {"seconds": args.window, "cpu": bench.cpu_seconds() - before}
         report["load_idle"] = load1()
         print(f"idle: {report['memory']} {report['cpu_window']}", flush=True)
-        report["under_load"] = [many.scale_up(name) for name in names[: args.trials]]
+        report["under_load"] = [bench.scale_up(name) for name in names[: args.trials]]
         print(f"with {args.clusters} others: {report['under_load']}", flush=True)
         report["load_end"] = load1()
     finally:
@@ -228,12 +122,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "-n", ns, "delete", "etcd", "--all", "--timeout=1200s", check=False, timeout=1260
         )
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        k8s.kubectl(
-            "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, f"--replicas={asked}", check=False
-        )
+        incluster.stop()
         run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
-        if tree != REPO:
-            shutil.rmtree(tree, ignore_errors=True)
     return report
 
 

@@ -1,10 +1,14 @@
 """The operator on the local Kubernetes: latency, CPU of a resync, memory (issue 4).
 
     .venv/bin/python bench/run.py operator [--trials 3] [--clusters 10] [--window 60]
+        [--where incluster|host] [--ref HEAD]
 
-Brings the local cluster up (hack/cluster up) and runs operator.py as a host process with its
-ServiceAccount's token through hack/run-operator-as-sa (which installs the CRD and RBAC),
-watching one fresh namespace, with a resync period of --resync seconds. Then, in one run:
+Brings the local cluster up (hack/cluster up) and runs the operator with a resync period of
+--resync seconds: by default in the cluster as users deploy it (config/default, the image built
+from the committed tree of --ref, the runbooks reaching members by DNS); with --where host, as
+a host process with its ServiceAccount's token through hack/run-operator-as-sa (which installs
+the CRD and RBAC), watching one fresh namespace, its runbooks going through kubectl
+port-forwards. Then, in one run:
 
 1. create -> first Pod: an EtcdCluster of size 1 is created (the clock starts before the POST);
    the time until its first Pod exists, and until it is Available. --trials times.
@@ -36,6 +40,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +97,15 @@ def one_member_cluster(name: str) -> dict[str, Any]:
 
 
 class Bench:
-    def __init__(self, k8s: K8sCluster, ns: str, op: OperatorProcess) -> None:
+    def __init__(
+        self, k8s: K8sCluster, ns: str, metrics_address: str, pid: Callable[[], int]
+    ) -> None:
+        """`metrics_address`: host:port of the operator's /metrics; `pid`: the operator
+        process's PID on this machine (a host process, or the in-cluster container's)."""
         self.k8s = k8s
         self.ns = ns
-        self.op = op
+        self.metrics_address = metrics_address
+        self.pid = pid
         self.kube = Kube(k8s.api_client())
 
     # --- reading -----------------------------------------------------------------------------
@@ -120,7 +130,7 @@ class Bench:
         )
 
     def metrics(self) -> dict[str, float]:
-        text = urllib.request.urlopen(f"http://{self.op.metrics_address}/metrics", timeout=5)
+        text = urllib.request.urlopen(f"http://{self.metrics_address}/metrics", timeout=5)
         out: dict[str, float] = {}
         for line in text.read().decode().splitlines():
             if line.startswith("etcd_runbook_operator_reconcile"):
@@ -134,15 +144,13 @@ class Bench:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the operator and of its children it has waited for."""
-        assert self.op.proc is not None
-        fields = Path(f"/proc/{self.op.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{self.pid()}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = sum(int(f) for f in fields[11:15])
         return ticks / os.sysconf("SC_CLK_TCK")
 
     def memory_mib(self) -> dict[str, float]:
-        assert self.op.proc is not None
         out: dict[str, float] = {}
-        for line in Path(f"/proc/{self.op.proc.pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{self.pid()}/status").read_text().splitlines():
             key, _, value = line.partition(":")
             if key in ("VmRSS", "VmHWM"):
                 out[key] = int(value.split()[0]) / 1024  # kB -> MiB
@@ -257,23 +265,113 @@ def fmt(values: list[float], digits: int = 1) -> str:
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
+def process_pid(op: OperatorProcess) -> int:
+    assert op.proc is not None
+    return op.proc.pid
+
+
+class InCluster:
+    """The operator as users deploy it (config/default, its image built from the committed tree
+    of `ref`), with the benchmark's resync period and skip-rule bound, when given, written into
+    the tree's watches.yaml before the build; start() deploys it, stop() scales it back."""
+
+    def __init__(
+        self,
+        k8s: K8sCluster,
+        ref: str,
+        resync: int | None = None,
+        full_run_interval: str | None = None,
+    ) -> None:
+        from bench.restore import operator_tree
+        from tests.e2e.operator_incluster import replicas
+
+        self.k8s = k8s
+        self.asked = replicas(k8s)
+        self.tree = operator_tree(ref, Path(tempfile.mkdtemp(prefix="bench-operator-tree-")))
+        self.resync, self.full_run_interval = resync, full_run_interval
+        self.image = ""
+
+    def start(self) -> Bench:
+        import yaml
+
+        from tests.e2e.operator_incluster import (
+            NAMESPACE,
+            SELECTOR,
+            InClusterOperator,
+            deploy,
+            operator_host_pids,
+        )
+
+        if self.resync is not None or self.full_run_interval is not None:
+            path = self.tree / "watches.yaml"
+            watches = yaml.safe_load(path.read_text())
+            for entry in watches:
+                if self.resync is not None:
+                    entry["reconcilePeriod"] = f"{self.resync}s"
+                if self.full_run_interval is not None:
+                    entry["fullRunInterval"] = self.full_run_interval
+            path.write_text(yaml.safe_dump(watches))
+        self.image = deploy(self.k8s, self.tree)
+        InClusterOperator(self.k8s).wait_running()
+        pod = json.loads(
+            self.k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json").stdout
+        )["items"][0]
+
+        def pid() -> int:
+            pids = operator_host_pids()
+            assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
+            return pids[0]
+
+        # The Pod network is routed to this machine (hack/cluster): /metrics by the Pod's IP.
+        return Bench(self.k8s, "", f"{pod['status']['podIP']}:8080", pid)
+
+    def stop(self) -> None:
+        import shutil
+
+        from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE
+
+        self.k8s.kubectl(
+            "-n",
+            NAMESPACE,
+            "scale",
+            "deployment",
+            DEPLOYMENT,
+            f"--replicas={self.asked}",
+            check=False,
+        )
+        if self.tree != REPO:
+            shutil.rmtree(self.tree, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     k8s.kubectl("create", "namespace", ns)
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
-    extra = [
-        "--reconcile-period",
-        str(args.resync),
-        "--watches-file",
-        str(bench_watches(workdir, args.full_run_interval)),
-    ]
-    op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
-    report: dict[str, Any] = {"resync": args.resync, "full_run_interval": args.full_run_interval}
+    report: dict[str, Any] = {
+        "resync": args.resync,
+        "full_run_interval": args.full_run_interval,
+        "where": args.where,
+    }
+    op: OperatorProcess | None = None
+    incluster: InCluster | None = None
     try:
-        op.start()
-        op.wait_running(3)
-        bench = Bench(k8s, ns, op)
+        if args.where == "host":
+            extra = [
+                "--reconcile-period",
+                str(args.resync),
+                "--watches-file",
+                str(bench_watches(workdir, args.full_run_interval)),
+            ]
+            op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
+            op.start()
+            op.wait_running(3)
+            bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
+        else:
+            incluster = InCluster(k8s, args.ref, args.resync, args.full_run_interval)
+            bench = incluster.start()
+            bench.ns = ns
+            report["image"] = incluster.image
         wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
         names = [f"lat-{i}" for i in range(args.trials)]
         creates = []
@@ -323,7 +421,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["load"] = os.getloadavg()[0]
     finally:
         k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
-        op.stop()
+        if op is not None:
+            op.stop()
+        if incluster is not None:
+            incluster.stop()
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     return report
 
@@ -400,12 +501,21 @@ def section(report: dict[str, Any], command: str) -> str:
             ),
         ]
     )
+    where = (
+        "The operator runs as a host process with its ServiceAccount's token"
+        " (`hack/run-operator-as-sa`), watching one namespace of the local Kubernetes"
+        " (`hack/cluster`); its runbooks reach the members through `kubectl port-forward`"
+        if report["where"] == "host"
+        else "The operator runs in the local Kubernetes as users deploy it (config/default,"
+        f" image {report['image']}, built from the committed tree), its runbooks reaching the"
+        " members by their DNS names; the benchmark reads its /metrics by the Pod's IP and its"
+        " CPU and memory from /proc on this machine (the node)"
+    )
     return f"""{HEADING}
 
 Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
 
-The operator runs as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`),
-watching one namespace of the local Kubernetes (`hack/cluster`), resync period
+{where}, resync period
 {report["resync"]} s, fullRunInterval {report["full_run_interval"]} (so the skip rule
 answers every resync of an unchanged cluster); the EtcdClusters have 1 member (etcd 3.6,
 TLS on) unless scaled.
@@ -464,6 +574,14 @@ def main(argv: list[str]) -> int:
         default="1h",
         help="the skip rule's bound (fullRunInterval); longer than the whole benchmark",
     )
+    parser.add_argument(
+        "--where",
+        choices=("incluster", "host"),
+        default="incluster",
+        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
+        "host process (through kubectl port-forwards)",
+    )
+    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
     )

@@ -602,9 +602,9 @@ cluster but the last deleted with its claims, before the next trial.
 - **static**: a headless Service and three Pods started at once, each with the full
   `--initial-cluster` and `--initial-cluster-state new`, the operator's DNS names; **plain http
   and an emptyDir**. The operator's cluster has TLS (a CA and certificates it issues), a
-  PersistentVolumeClaim per member, a client Service and a PodDisruptionBudget, and starts one
-  seed member, the others joining one at a time as learners and promoted, which the static
-  cluster does not do.
+  PersistentVolumeClaim per member, a client Service and a PodDisruptionBudget; it starts every
+  member at once too (claims first), then waits for each to be healthy and records its
+  identity on its claim before it reports Available, which the static cluster does not do.
 - clocks: static, from the first POST to all three members answering etcd's `/health` with
   true (polled through the API server's pod proxy every 0.25 s); operator, from the POST of the
   EtcdCluster to its status saying Available=True with 3 ready members for the current

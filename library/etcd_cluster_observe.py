@@ -14,9 +14,10 @@ description:
     M(etcd_cluster_info) would, using the CA of the server Secret and the client pair of the
     client Secret.
   - No answer from etcd is not a failure; RV(info) is then empty and RV(info_error) says why.
-  - With O(wait_for.member), looks again every second until etcd reports that member healthy,
-    and fails with every fact of the last look when O(wait_for.timeout) passes, or at once
-    when the scheduler finds no node for that member's Pod.
+  - With O(wait_for.member) or O(wait_for.members), looks again every second until etcd
+    reports each of those members healthy, and fails with every fact of the last look when
+    O(wait_for.timeout) passes, or at once when the scheduler finds no node for the Pod of one
+    still awaited.
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
     none of the Pods it names is being deleted; then looks as usual. When some are still there
     once O(wait_for.timeout) has passed, it fails with every fact of the look. (A Pod being
@@ -95,13 +96,18 @@ options:
             type: int
             default: 3600
   wait_for:
-    description: Look until this member is healthy, or until the named Pods are no longer being
-      deleted.
+    description: Look until these members are healthy, or until the named Pods are no longer
+      being deleted.
     type: dict
     suboptions:
       member:
         description: Member name.
         type: str
+      members:
+        description: More member names, each waited for as O(wait_for.member) is.
+        type: list
+        elements: str
+        default: []
       pods_gone:
         description: Member Pods to wait for, before the look, until none of them has a deletion
           timestamp.
@@ -241,6 +247,7 @@ def argument_spec() -> dict[str, Any]:
             "type": "dict",
             "options": {
                 "member": {"type": "str"},
+                "members": {"type": "list", "elements": "str", "default": []},
                 "pods_gone": {"type": "list", "elements": "str", "default": []},
                 "timeout": {"type": "float", "required": True},
             },

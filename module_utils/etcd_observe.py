@@ -216,6 +216,12 @@ class Observer:
         return facts
 
 
+def awaited(wait: dict[str, Any]) -> list[str]:
+    """The members a look waits for until etcd reports each healthy: `member`, then `members`."""
+    names = [str(wait.get("member") or ""), *(str(m) for m in wait.get("members") or [])]
+    return [n for n in names if n]
+
+
 def wait_pods_gone(
     observer: Observer,
     names: list[str],
@@ -329,26 +335,27 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 result["endpoints"], tls, observer.timeout, etcd.get("cluster_id") or None
             )
         result["state_dir"] = forwarder.state_dir if forwarder else ""
-        member = wait.get("member")
         if going:
             # The facts go back with the failure, as below.
             result["wait_error"] = (
                 f"member Pods still being deleted after {wait['timeout']}s: {', '.join(going)}"
             )
             return result
-        if not member or member_healthy(result["info"], member):
+        waiting = [m for m in awaited(wait) if not member_healthy(result["info"], m)]
+        if not waiting:
             return result
-        if why := unschedulable(facts["pods"], member):
-            # No node takes it: waiting out the timeout would change nothing, and the plan
-            # says why in status.
-            result["wait_error"] = f"member {member}'s Pod cannot be scheduled: {why}"
-            result["wait_reason"] = "Unschedulable"
-            return result
+        for member in waiting:
+            if why := unschedulable(facts["pods"], member):
+                # No node takes it: waiting out the timeout would change nothing, and the plan
+                # says why in status.
+                result["wait_error"] = f"member {member}'s Pod cannot be scheduled: {why}"
+                result["wait_reason"] = "Unschedulable"
+                return result
         if time.monotonic() >= deadline:
             # The facts go back with the failure: the role still reports from them and
             # closes the port-forwards this look opened.
             result["wait_error"] = (
-                f"member {member} was not healthy within {wait['timeout']}s: "
+                f"member {', '.join(waiting)} was not healthy within {wait['timeout']}s: "
                 f"{result['info_error'] or 'etcd does not report it healthy yet'}"
             )
             return result

@@ -447,6 +447,17 @@ def out_of_date(desired: list[dict[str, Any]], live: list[dict[str, Any]]) -> li
     return stale
 
 
+def bootstrap_claims(
+    p: dict[str, Any], members: list[str], record: str = ""
+) -> list[dict[str, Any]]:
+    """The claims of a brand-new cluster's members, started all at once: each records `new`
+    and the whole --initial-cluster (`record`, that of an interrupted bootstrap being
+    finished; else all of `members`), so any of their Pods, made now or re-made after an
+    interruption, starts into the same bootstrap."""
+    initial_cluster = record or ",".join(f"{m}={peer_url(p, m)}" for m in members)
+    return [member_claim(p, m, initial_cluster, "new") for m in members]
+
+
 def member_pods(p: dict[str, Any], members: list[str], claims: list[dict[str, Any]]) -> list[Any]:
     """The Pods of `members`, each made from its own claim (`<member>-data`)."""
     by_name = {(c.get("metadata") or {}).get("name"): c for c in claims}
@@ -505,6 +516,7 @@ class FilterModule:
             "etcd_services": services,
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,
+            "etcd_bootstrap_claims": bootstrap_claims,
             "etcd_initial_cluster_entry": initial_cluster_entry,
             "etcd_cert_profiles": cert_profiles,
             "etcd_tls_secrets": tls_secrets,

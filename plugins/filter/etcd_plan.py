@@ -783,6 +783,32 @@ def _node_loss_due(loss: dict[str, Any], timeout: int) -> bool:
     return loss["seconds"] is None or loss["seconds"] >= timeout
 
 
+def _bootstrap(o: _Observed, refused: bool) -> tuple[list[str], str]:
+    """(members to start into a new cluster, the --initial-cluster their claims record; ''
+    for one computed from the spec). Only for a cluster with nothing to lose: etcd does not
+    answer, no cluster ID was ever recorded (so it was never reported Available), nothing is
+    restored into it. With no claim and no Pod, every member of the spec. An interrupted
+    bootstrap (every claim says `new`, with the same --initial-cluster, and none records a
+    member yet) is finished, never started over: the members listed there that have no claim
+    get one with that same record, and each Pod is made from its claim."""
+    if o.known or o.hands_off or refused or o.restore or o.recorded_id:
+        return [], ""
+    if not o.pods and not o.claims:
+        return [f"{o.name}-{i}" for i in range(o.spec["size"])], ""
+    records = {
+        annotations_of(c).get(ANN_INITIAL_CLUSTER) or ""
+        if annotations_of(c).get(ANN_INITIAL_STATE) == "new"
+        and not annotations_of(c).get(ANN_MEMBER_ID)
+        else None
+        for c in o.claims.values()
+    }
+    if len(records) != 1 or not (record := next(iter(records))):
+        return [], ""
+    listed = [entry.split("=", 1)[0] for entry in record.split(",")]
+    missing = [n for n in listed if n not in o.claims and n not in o.pods]
+    return (missing, record) if missing else ([], "")
+
+
 def _versions(o: _Observed) -> tuple[dict[str, str], str, dict[str, str] | None]:
     """(version each member runs, the version new members start on, a refusal or None)."""
     running = {
@@ -1264,14 +1290,11 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     if o.hands_off:
         heal, ended, fence, record, relabel = [], [], [], [], []
         stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
-    # A brand-new cluster starts with one seed member; the others join as learners. A cluster
-    # being restored gets its first member from the restore: an empty seed would be a cluster
-    # of its own, which the restored member could never join.
-    seed = (
-        ""
-        if o.known or o.hands_off or o.pods or o.claims or refusals or o.restore
-        else f"{o.name}-0"
-    )
+    # A brand-new cluster, with nothing to lose (no claim, no Pod, no answer from etcd), starts
+    # every member at once, as etcd's static bootstrap does (docs/design-decisions.md,
+    # "Bootstrap"). A cluster being restored gets its first member from the restore: empty
+    # members would be a cluster of their own, which the restored member could never join.
+    bootstrap, bootstrap_record = _bootstrap(o, bool(refusals))
     names = [f"{o.name}-{i}" for i in range(MAX_INDEX + 1)]
     result = {
         "name": o.name,
@@ -1292,7 +1315,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "member_names": sorted(o.by_name),
         "versions": {n: version_of(n) for n in names},
         "pod_hashes": {n: pod_hash(spec, version_of(n)) for n in names},
-        "seed": seed,
+        "bootstrap": bootstrap,
+        "bootstrap_record": bootstrap_record,
         "heal": heal,
         "ended": ended,
         "leaving": leaving,

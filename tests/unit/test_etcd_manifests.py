@@ -47,6 +47,23 @@ def test_claim_records_how_the_member_first_starts():
     assert learner["metadata"]["labels"][ep.LABEL_VOTER] == "false"
 
 
+def test_a_new_cluster_s_claims_each_record_every_member_and_new():
+    p = a_plan()
+    assert p["bootstrap"] == ["e-0", "e-1", "e-2"]
+    claims = em.bootstrap_claims(p, p["bootstrap"])
+    every = ",".join(f"e-{i}=https://e-{i}.e.ns.svc.cluster.local:2380" for i in range(3))
+    assert [c["metadata"]["name"] for c in claims] == ["e-0-data", "e-1-data", "e-2-data"]
+    for c in claims:
+        assert c["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER] == every
+        assert c["metadata"]["annotations"][ep.ANN_INITIAL_STATE] == "new"
+        assert c["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+    # Finishing an interrupted bootstrap: the record its first claims hold, whatever the spec
+    # says now (plain http here), so every member starts into the same cluster.
+    record = "e-0=http://a:2380,e-1=http://b:2380"
+    (late,) = em.bootstrap_claims(a_plan(tls={"enabled": False}), ["e-1"], record)
+    assert late["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER] == record
+
+
 def test_pod_flags_come_from_the_claim_and_the_spec():
     p = a_plan(storage={"size": "4Gi"})
     pod = em.member_pod(p, "e-0", seed_claim(p))

@@ -14,6 +14,7 @@ from ansible.module_utils.etcd_observe import (
     SELECTED_NODE,
     Observer,
     ask_etcd,
+    awaited,
     check,
     dns_endpoints,
     forward_targets,
@@ -134,6 +135,19 @@ class _Going:
         answer = self.answers[min(self.listed, len(self.answers) - 1)]
         self.listed += 1
         return answer
+
+
+@pytest.mark.parametrize(
+    ("wait", "members"),
+    [
+        ({}, []),
+        ({"member": "e-0"}, ["e-0"]),
+        ({"member": "", "members": ["e-0", "e-1", "e-2"]}, ["e-0", "e-1", "e-2"]),
+        ({"member": "e-3", "members": ["e-0"]}, ["e-3", "e-0"]),
+    ],
+)
+def test_a_look_waits_for_the_member_and_the_members_named(wait, members):
+    assert awaited(wait) == members
 
 
 ALL = ["e-0", "e-1", "e-2"]

@@ -379,30 +379,97 @@ def pending(n: int) -> dict[str, Any]:
     return claim(n, joined=False, **{ep.ANN_RESTORE_PENDING: "r1"})
 
 
+ALL3 = ["e-0", "e-1", "e-2"]
+BOOT3 = ",".join(f"e-{i}=https://e-{i}.{DOMAIN}:2380" for i in range(3))
+SEED = f"e-0=https://e-0.{DOMAIN}:2380"
+
+
+def boot(n: int, record: str = BOOT3) -> dict[str, Any]:
+    """A claim made by an all-at-once bootstrap, its member not recorded yet."""
+    return claim(n, joined=False, **{ep.ANN_INITIAL_CLUSTER: record})
+
+
 @pytest.mark.parametrize(
-    "cluster, pods, claims, heal, ended, seed",
+    "cluster, pods, claims, heal, ended, bootstrap",
     [
-        (restoring(), [], [], [], [], ""),  # never an empty seed: its first member is restored
-        (restoring(), [], [pending(0)], [], [], ""),  # no Pod on half a data dir
-        (restoring(), [pod(0, phase="Failed")], [pending(0)], [], [], ""),  # nor a second Pod
-        (obj(status={}), [], [pending(0)], [], [], ""),  # the claim alone is enough
-        (restoring(), [], [claim(0, joined=False)], ["e-0"], [], ""),  # released: it starts
-        (obj(status={}), [], [], [], [], "e-0"),  # an ordinary new cluster still seeds
+        (restoring(), [], [], [], [], []),  # never empty members: the first one is restored
+        (restoring(), [], [pending(0)], [], [], []),  # no Pod on half a data dir
+        (restoring(), [pod(0, phase="Failed")], [pending(0)], [], [], []),  # nor a second Pod
+        (obj(status={}), [], [pending(0)], [], [], []),  # the claim alone is enough
+        (restoring(), [], [claim(0, joined=False)], ["e-0"], [], []),  # released: it starts
+        (obj(status={}), [], [], [], [], ALL3),  # an ordinary new cluster starts all at once
     ],
 )
 def test_a_restored_member_starts_only_once_its_data_is_written(
-    cluster, pods, claims, heal, ended, seed
+    cluster, pods, claims, heal, ended, bootstrap
 ):
     p = ep.plan({"object": cluster, "pods": pods, "claims": claims, "info": {}})
-    assert (p["heal"], p["ended"], p["seed"]) == (heal, ended, seed)
+    assert (p["heal"], p["ended"], p["bootstrap"]) == (heal, ended, bootstrap)
     assert p["stale"] == [] and p["lost"] == [] and p["refusals"] == []
+
+
+@pytest.mark.parametrize(
+    ("size", "pods", "claims", "info", "bootstrap", "heal"),
+    [
+        # Nothing to lose: every member of the spec starts at once.
+        (1, [], [], {}, ["e-0"], []),
+        (3, [], [], {}, ALL3, []),
+        (5, [], [], {}, [f"e-{i}" for i in range(5)], []),
+        # An interrupted bootstrap is finished, never started again from nothing: the claims
+        # say `new` with the whole --initial-cluster; a Pod is re-made from its claim, and a
+        # member listed there without a claim gets one with that same record.
+        (3, [], [boot(0)], {}, ["e-1", "e-2"], ["e-0"]),
+        (3, [pod(0)], [boot(0), boot(1)], {}, ["e-2"], ["e-1"]),
+        (3, [pod(0), pod(1), pod(2)], [boot(0), boot(1), boot(2)], {}, [], []),
+        # The spec grew meanwhile: the bootstrap is finished as recorded; scaling comes after.
+        (5, [], [boot(0), boot(1)], {}, ["e-2"], ["e-0", "e-1"]),
+        # A claim that records a member, or says `existing`, or another --initial-cluster: the
+        # cluster has been formed once, so nothing is made `new` again.
+        (3, [], [boot(0), claim(1)], {}, [], ["e-0", "e-1"]),
+        (
+            3,
+            [],
+            [boot(0), claim(1, joined=False, **{ep.ANN_INITIAL_STATE: "existing"})],
+            {},
+            [],
+            ["e-0", "e-1"],
+        ),
+        (3, [], [boot(0), boot(1, "e-1=https://x:2380")], {}, [], ["e-0", "e-1"]),
+        # The seed of the earlier seed-then-learners bootstrap: its record lists only itself.
+        (3, [], [boot(0, SEED)], {}, [], ["e-0"]),
+        # A Pod left without its claim (deleted by hand): nothing starts over it.
+        (3, [pod(0)], [], {}, [], []),
+        # etcd answers: not new, whatever Kubernetes shows.
+        (3, [], [], info([member(0)]), [], []),
+    ],
+)
+def test_only_a_cluster_with_nothing_to_lose_bootstraps_all_at_once(
+    size, pods, claims, info, bootstrap, heal
+):
+    p = ep.plan({"object": obj(status={}, size=size), "pods": pods, "claims": claims, "info": info})
+    assert p["bootstrap"] == bootstrap
+    assert p["bootstrap_record"] == (BOOT3 if bootstrap and claims else "")
+    assert p["heal"] == heal
+
+
+def test_a_cluster_once_reported_is_never_bootstrapped_again():
+    # Its status holds the cluster ID: it was Available once, so its members may hold data.
+    p = ep.plan({"object": obj(), "pods": [], "claims": [boot(0)], "info": {}})
+    assert p["bootstrap"] == [] and p["heal"] == ["e-0"]
+    p = ep.plan({"object": obj(), "pods": [], "claims": [], "info": {}})
+    assert p["bootstrap"] == []
+
+
+def test_a_bad_spec_bootstraps_nothing():
+    p = ep.plan({"object": obj(status={}, size=0), "pods": [], "claims": [], "info": {}})
+    assert p["bootstrap"] == [] and p["refusals"]
 
 
 def test_a_claim_being_restored_is_not_stale_to_a_trusted_cluster():
     facts = healthy3()
     facts["claims"].append(pending(3))
     p = ep.plan(facts)
-    assert p["trusted"] and actions(p) == {} and p["seed"] == ""
+    assert p["trusted"] and actions(p) == {} and p["bootstrap"] == []
     facts["claims"][3] = claim(3, joined=False)  # the same claim, no restore behind it
     assert ep.plan(facts)["stale"] == ["e-3"]
 

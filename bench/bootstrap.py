@@ -2,9 +2,11 @@
 
     .venv/bin/python bench/run.py bootstrap [--trials 3] [--leader-trials 1] [--no-docs]
 
-Brings the local cluster up (hack/cluster up) and runs operator.py as a host process with its
-ServiceAccount's token (hack/run-operator-as-sa), watching one fresh namespace, with the
-shipped watches.yaml (resync 60 s). Then, in one run:
+Brings the local cluster up (hack/cluster up) and runs the operator with the shipped
+watches.yaml (resync 60 s): by default in the cluster as users deploy it (the image built from
+the committed tree of --ref; its runs' artifacts copied out of its Pod), with --where host as
+a host process with its ServiceAccount's token (hack/run-operator-as-sa), watching one fresh
+namespace. Then, in one run:
 
 1. bootstrap, interleaved (static, operator, static, operator ...) so the machine's load falls
    on both alike, --trials times each:
@@ -37,16 +39,27 @@ import datetime
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.docs_section import write_section
-from bench.operator_latency import Bench, cluster_up, fmt, median, process_pid, row, wait_for
+from bench.operator_latency import (
+    Bench,
+    InCluster,
+    cluster_up,
+    fmt,
+    median,
+    process_pid,
+    row,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
@@ -54,11 +67,14 @@ VERSION = "3.6.16"
 SIZE = 3
 HEAL_GOAL = 10.0
 RATIO_GOAL = 1.5
+# Where the Deployment (config/manager) has the operator keep its runs' artifacts.
+ARTIFACTS_IN_POD = "/var/lib/etcd-runbook-operator/artifacts"
 
 sys.path.insert(0, str(REPO))
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
 from tests.e2e.helpers import etcd_cluster  # noqa: E402
 from tests.e2e.operator_process import OperatorProcess  # noqa: E402
+from tests.k8s_cluster import K8sCluster  # noqa: E402
 
 
 def gone(kube: Kube, path: str) -> bool:
@@ -220,12 +236,49 @@ def static_objects(
     return service, pods
 
 
+def pod_artifacts(k8s: K8sCluster, workdir: Path) -> Callable[[str], None]:
+    """Copies one EtcdCluster's ansible-runner artifacts out of the in-cluster operator's Pod
+    into `workdir`/artifacts, in the layout a host process writes them."""
+    from tests.e2e.operator_incluster import NAMESPACE, SELECTOR
+
+    def sync(path: str) -> None:
+        pod = json.loads(
+            k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json").stdout
+        )["items"][0]["metadata"]["name"]
+        packed = subprocess.run(
+            [
+                str(k8s.bin_dir / "kubectl"),
+                *("--kubeconfig", str(k8s.kubeconfig), "-n", NAMESPACE, "exec", pod, "--"),
+                *("tar", "-C", ARTIFACTS_IN_POD, "-cf", "-", path),
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        if packed.returncode == 0:
+            (workdir / "artifacts").mkdir(exist_ok=True)
+            subprocess.run(
+                ["tar", "-x", "-C", str(workdir / "artifacts")],
+                input=packed.stdout,
+                check=True,
+                timeout=60,
+            )
+
+    return sync
+
+
 class Run:
-    def __init__(self, bench: Bench, workdir: Path) -> None:
+    def __init__(
+        self, bench: Bench, workdir: Path, sync: Callable[[str], None] | None = None
+    ) -> None:
+        """`sync`: brings an object's artifacts (etcdcluster/<ns>/<name>) into `workdir`,
+        for an operator that does not write them here itself."""
         self.bench = bench
         self.kube = bench.kube
         self.ns = bench.ns
         self.workdir = workdir
+        self.sync = sync
+        self.synced = 0.0
 
     def pods_path(self, name: str = "") -> str:
         return f"/api/v1/namespaces/{self.ns}/pods" + (f"/{name}" if name else "")
@@ -297,7 +350,7 @@ class Run:
         wall_available = time.time()
         # The run that wrote Available may still be going: its events up to Available count.
         self.bench.idle()
-        self.keep_artifacts(name)
+        self.keep_artifacts(name, now=True)
         if not all_healthy:  # Available with 3 ready: they answered between two polls.
             all_healthy = available
         images = {
@@ -332,9 +385,13 @@ class Run:
         )
         self.bench.idle()
 
-    def keep_artifacts(self, name: str) -> None:
+    def keep_artifacts(self, name: str, now: bool = False) -> None:
         """Copy the finished runs' events of one object: the runner keeps only the newest
-        maxRunnerArtifacts (5) runs of it."""
+        maxRunnerArtifacts (5) runs of it. From an operator's Pod, every 2 s at most unless
+        `now`."""
+        if self.sync is not None and (now or time.monotonic() - self.synced > 2):
+            self.sync(f"etcdcluster/{self.ns}/{name}")
+            self.synced = time.monotonic()
         for run_dir in (self.workdir / "artifacts").glob(f"*/{self.ns}/{name}/*"):
             dest = self.workdir / "kept" / name / run_dir.name
             if dest.exists() or not (run_dir / "status").exists():
@@ -460,17 +517,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s.kubectl("create", "namespace", ns)
     workdir = Path(tempfile.mkdtemp(prefix="bench-bootstrap-"))
     print(f"namespace {ns}, work directory {workdir}", flush=True)
-    # The shipped watches.yaml (resync 60 s); OperatorProcess's own default is 300 s.
-    extra = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
-    op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
     report: dict[str, Any] = {"trials": args.trials, "workdir": str(workdir), "ns": ns}
+    report["where"] = args.where
     report["load_start"] = load1()
     began = time.monotonic()
+    op: OperatorProcess | None = None
+    incluster: InCluster | None = None
     try:
-        op.start()
-        op.wait_running(3)
-        bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
-        r = Run(bench, workdir)
+        if args.where == "host":
+            # The shipped watches.yaml (resync 60 s); OperatorProcess's own default is 300 s.
+            extra = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
+            op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
+            op.start()
+            op.wait_running(3)
+            bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
+            r = Run(bench, workdir)
+        else:
+            incluster = InCluster(k8s, args.ref)  # the shipped watches.yaml
+            bench = incluster.start()
+            bench.ns = ns
+            report["operator_image"] = incluster.image
+            r = Run(bench, workdir, pod_artifacts(k8s, workdir))
         wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
         image = r.image()
         report["image"] = image
@@ -506,7 +573,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["minutes"] = (time.monotonic() - began) / 60
     finally:
         k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
-        op.stop()
+        if op is not None:
+            op.stop()
+        if incluster is not None:
+            incluster.stop()
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     return report
 
@@ -588,16 +658,23 @@ def section(report: dict[str, Any], command: str) -> str:
     heal_verdict = "meets" if heal_median <= HEAL_GOAL else "misses"
     rows_text = "\n".join(rows)
     heal_text = "\n".join(heal_table)
+    where = (
+        "as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`), its"
+        " runbooks reaching the members through `kubectl port-forward`,"
+        if report["where"] == "host"
+        else f"in the cluster as users deploy it (image {report['operator_image']}, built from"
+        " the committed tree), its runbooks reaching the members by DNS,"
+    )
     return f"""{HEADING}
 
 Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
 
 Both kinds of cluster run on the local Kubernetes (`hack/cluster`), in one namespace, the
-operator as a host process with its ServiceAccount's token (`hack/run-operator-as-sa`, the
-shipped watches.yaml), every member from `{report["image"]}` (the image the operator's Pods
-ran, checked every trial). Static and operator trials alternate (static, operator, static ...)
-so the machine's load falls on both alike; each static cluster is deleted, and each operator
-cluster but the last deleted with its claims, before the next trial.
+operator {where} with the shipped watches.yaml, every member from
+`{report["image"]}` (the image the operator's Pods ran, checked every trial). Static and
+operator trials alternate (static, operator, static ...) so the machine's load falls on both
+alike; each static cluster is deleted, and each operator cluster but the last deleted with its
+claims, before the next trial.
 
 - **static**: a headless Service and three Pods started at once, each with the full
   `--initial-cluster` and `--initial-cluster-state new`, the operator's DNS names; **plain http
@@ -648,6 +725,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--leader-trials", type=int, default=1, help="heal trials that delete the leader"
     )
+    parser.add_argument(
+        "--where",
+        choices=("incluster", "host"),
+        default="incluster",
+        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
+        "host process (through kubectl port-forwards)",
+    )
+    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
     )

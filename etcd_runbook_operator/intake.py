@@ -158,6 +158,8 @@ class Intake:
         self.urgent: Callable[[ObjKey], None] = lambda key: None
         self._lock = threading.Lock()
         self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
+        # The newest generation seen of each object: a higher one is a spec change, urgent.
+        self._generations: dict[ObjKey, int] = {}
         self.primary = [
             Informer(
                 kube,
@@ -215,8 +217,9 @@ class Intake:
     def informers(self) -> list[Informer]:
         return self.primary + self.dependents
 
-    def enqueue(self, key: ObjKey) -> None:
-        self.queue.add(key)
+    def enqueue(self, key: ObjKey, urgent: bool = False) -> None:
+        """`urgent`: ahead of the resyncs and dependents' churn already queued (WorkQueue)."""
+        self.queue.add(key, urgent=urgent)
         self.metrics.queue_depth.labels(self.watch.kind).set(self.queue.depth())
 
     def on_primary(self, event: str, obj: dict[str, Any]) -> None:
@@ -224,7 +227,14 @@ class Intake:
         generation = int(obj.get("metadata", {}).get("generation") or 0)
         if self.in_flight.older_than(key, generation):
             self.in_flight.preempt(key, f"generation {generation} of the spec")
-        self.enqueue(key)
+        with self._lock:
+            if event == "DELETED":
+                self._generations.pop(key, None)
+                newer = False
+            else:
+                newer = generation > self._generations.get(key, 0)
+                self._generations[key] = max(generation, self._generations.get(key, 0))
+        self.enqueue(key, urgent=newer)
 
     def on_dependent(self, dependent: Dependent, event: str, obj: dict[str, Any]) -> None:
         key = owner_key(obj, self.watch, dependent)
@@ -236,6 +246,8 @@ class Intake:
         if key and self._lost_by_outside_hand(event, obj):
             what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
             self.in_flight.preempt(key, f"{what} deleted")
+            self.enqueue(key, urgent=True)
+            return
         self.on_dependent(dependent, event, obj)
 
     def _lost_by_outside_hand(self, event: str, obj: dict[str, Any]) -> bool:
@@ -299,7 +311,7 @@ class Intake:
         for key in sorted(keys):
             log.info("%s %s/%s: node %s %s", self.watch.kind, *key, node, why)
             self.urgent(key)
-            self.enqueue(key)
+            self.enqueue(key, urgent=True)
 
     def resync(self, stop: threading.Event) -> None:
         """Queue every primary object each reconcilePeriod (the skip rule answers most)."""

@@ -3,6 +3,11 @@
 Guarantees: a key is handed to at most one worker at a time; adding a key that is already
 waiting is a no-op; adding a key while it is being processed marks it dirty so that exactly one
 follow-up run happens after `done`; failed keys come back after an exponential backoff.
+
+An urgent key (a spec change, a lost member: `add(key, urgent=True)`) goes to the front of the
+queue, or is moved there if already waiting: with many objects, the periodic resyncs and full
+runs queued before it would otherwise make a person's change wait for all of them (measured:
+146 s behind 100 clusters' resyncs, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,21 +35,30 @@ class WorkQueue:
         self._queued: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
+        self._dirty_urgent: set[Hashable] = set()
         self._delayed: list[tuple[float, int, Hashable]] = []
         self._seq = itertools.count()
         self._failures: dict[Hashable, int] = {}
         self._shutdown = False
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable, urgent: bool = False) -> None:
         with self._cond:
             if self._shutdown:
                 return
             if key in self._processing:
                 self._dirty.add(key)
+                if urgent:
+                    self._dirty_urgent.add(key)
             elif key not in self._queued:
                 self._queued.add(key)
-                self._queue.append(key)
+                if urgent:
+                    self._queue.appendleft(key)
+                else:
+                    self._queue.append(key)
                 self._cond.notify()
+            elif urgent:
+                self._queue.remove(key)
+                self._queue.appendleft(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
@@ -108,11 +122,16 @@ class WorkQueue:
     def done(self, key: Hashable) -> None:
         with self._cond:
             self._processing.discard(key)
+            urgent = key in self._dirty_urgent
+            self._dirty_urgent.discard(key)
             if key in self._dirty:
                 self._dirty.discard(key)
                 if not self._shutdown and key not in self._queued:
                     self._queued.add(key)
-                    self._queue.append(key)
+                    if urgent:
+                        self._queue.appendleft(key)
+                    else:
+                        self._queue.append(key)
                     self._cond.notify()
 
     def depth(self) -> int:

@@ -514,6 +514,29 @@ def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
     assert ctl.queue.get(0) == KEY, "reconciled again at once, with the new spec"
 
 
+def test_spec_changes_and_lost_members_go_ahead_of_resyncs(tmp_path):
+    kube, _runner, ctl, _ = make(tmp_path)
+    obj = kube.objects[PATH]
+    other = ("ns", "w2")
+    ctl.intake.on_primary("ADDED", obj)  # first sight: nothing was waiting before it
+    assert ctl.queue.get(0) == KEY
+    ctl.queue.done(KEY)
+    ctl.queue.add(other)  # a resync, queued first
+    ctl.intake.on_primary("MODIFIED", obj)  # the same generation (a status write)
+    assert [ctl.queue.get(0), ctl.queue.get(0)] == [other, KEY]
+    ctl.queue.done(other)
+    ctl.queue.done(KEY)
+    ctl.queue.add(other)
+    obj["metadata"]["generation"] = 2
+    ctl.intake.on_primary("MODIFIED", obj)  # a spec change: ahead of the resync
+    assert [ctl.queue.get(0), ctl.queue.get(0)] == [KEY, other]
+    ctl.queue.done(other)
+    ctl.queue.done(KEY)
+    ctl.queue.add(other)
+    ctl.intake.on_losable(DEPENDENTS[0], "DELETED", member_pod("p9"))  # a member Pod lost
+    assert [ctl.queue.get(0), ctl.queue.get(0)] == [KEY, other]
+
+
 def test_runbook_deletions_and_idle_objects_do_not_preempt(tmp_path):
     _kube, runner, ctl, _ = make(tmp_path)
     own = {"test.runbook.io/deleted-by-runbook": "upgrade"}

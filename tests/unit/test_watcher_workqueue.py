@@ -97,3 +97,36 @@ def test_shutdown_releases_waiting_workers():
     assert got == [None]
     q.add("x")
     assert q.depth() == 0
+
+
+def test_an_urgent_key_goes_ahead_of_those_waiting():
+    q = WorkQueue()
+    for key in ("a", "b", "c"):
+        q.add(key)
+    q.add("d", urgent=True)  # new: to the front
+    q.add("c", urgent=True)  # waiting: moved to the front, still once
+    q.add("b")  # waiting: stays where it is
+    assert [q.get(0) for _ in range(4)] == ["c", "d", "a", "b"]
+    assert q.get(0) is None
+
+
+def test_an_urgent_event_during_a_run_makes_an_urgent_follow_up():
+    q = WorkQueue()
+    q.add("a")
+    assert q.get(0) == "a"
+    q.add("b")
+    q.add("a", urgent=True)
+    q.done("a")
+    assert q.get(0) == "a", "ahead of b, which waited before"
+    q.done("a")
+    q.add("a")
+    assert q.get(0) == "b"
+    q.done("b")
+    assert q.get(0) == "a"
+    q.done("a")
+    q.add("c")
+    assert q.get(0) == "c"
+    q.add("c")  # a plain follow-up after an urgent one stays plain
+    q.add("d")
+    q.done("c")
+    assert [q.get(0), q.get(0)] == ["d", "c"]

@@ -52,6 +52,7 @@ from typing import Any
 from bench.docs_section import write_section
 from bench.operator_latency import (
     Bench,
+    add_where_arguments,
     InCluster,
     cluster_up,
     fmt,
@@ -725,14 +726,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--leader-trials", type=int, default=1, help="heal trials that delete the leader"
     )
-    parser.add_argument(
-        "--where",
-        choices=("incluster", "host"),
-        default="incluster",
-        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
-        "host process (through kubectl port-forwards)",
-    )
-    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
+    add_where_arguments(parser)
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
     )

@@ -562,6 +562,18 @@ up to --max-concurrent-reconciles).
 """
 
 
+def add_where_arguments(parser: argparse.ArgumentParser) -> None:
+    """--where and --ref: which operator a benchmark measures (InCluster, or a host process)."""
+    parser.add_argument(
+        "--where",
+        choices=("incluster", "host"),
+        default="incluster",
+        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
+        "host process (through kubectl port-forwards)",
+    )
+    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py operator", description=__doc__)
     parser.add_argument("--trials", type=int, default=3)
@@ -574,14 +586,7 @@ def main(argv: list[str]) -> int:
         default="1h",
         help="the skip rule's bound (fullRunInterval); longer than the whole benchmark",
     )
-    parser.add_argument(
-        "--where",
-        choices=("incluster", "host"),
-        default="incluster",
-        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
-        "host process (through kubectl port-forwards)",
-    )
-    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
+    add_where_arguments(parser)
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
     )

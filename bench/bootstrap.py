@@ -52,8 +52,8 @@ from typing import Any
 from bench.docs_section import write_section
 from bench.operator_latency import (
     Bench,
-    add_where_arguments,
     InCluster,
+    add_where_arguments,
     cluster_up,
     fmt,
     median,

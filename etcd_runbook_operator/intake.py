@@ -267,7 +267,8 @@ class Intake:
     def on_lease(self, event: str, lease: dict[str, Any]) -> None:
         if self.silence is not None and self.silence.seen(event, lease):
             node = str(lease.get("metadata", {}).get("name") or "")
-            self.run_owners_on(node, "is gone" if event == "DELETED" else "renews its Lease again")
+            gone = event == "DELETED"
+            self.run_owners_on(node, "is gone" if gone else "renews its Lease again", preempt=gone)
 
     def start_node_silence(self, stop: threading.Event) -> list[threading.Thread]:
         """The Lease informer and the thread that finds silent nodes; none when the entry has
@@ -296,10 +297,13 @@ class Intake:
         why = f"has not renewed its Lease for {self.silence.threshold:.0f}s"
         while not stop.wait(1.0):
             for node in self.silence.newly_silent():
-                self.run_owners_on(node, why)
+                self.run_owners_on(node, why, preempt=True)
 
-    def run_owners_on(self, node: str, why: str) -> None:
-        """Queue, past the skip rule, the owners of the Pods on `node`."""
+    def run_owners_on(self, node: str, why: str, preempt: bool = False) -> None:
+        """Queue, past the skip rule, the owners of the Pods on `node`. `preempt` (the node
+        went silent or is gone): a run in flight stops at its next task boundary, as for a
+        member Pod lost, so the next run sees the node lost at once instead of after the
+        run in flight (which, on a loaded machine, held the report past 30 s)."""
         keys: set[ObjKey] = set()
         for dep, inf in self._dependents:
             if (dep.group, dep.kind) != ("", "Pod"):
@@ -310,6 +314,8 @@ class Intake:
                     keys.add(key)
         for key in sorted(keys):
             log.info("%s %s/%s: node %s %s", self.watch.kind, *key, node, why)
+            if preempt:
+                self.in_flight.preempt(key, f"node {node} {why}")
             self.urgent(key)
             self.enqueue(key, urgent=True)
 

@@ -740,3 +740,26 @@ def test_node_silence_needs_pods_among_the_dependents(tmp_path):
             tmp_path,
             "watches.yaml: entry 0",
         )
+
+
+def test_a_silent_or_deleted_node_preempts_its_owners_run_in_flight(tmp_path):
+    stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
+    _kube, runner, ctl, _ = make(tmp_path, [stopped, result(), stopped], node_silence=15.0)
+    pod = {**member_pod("p1", resourceVersion="5"), "spec": {"nodeName": "n2"}}
+    ctl.intake.dependents[0]._cache[("ns", "w1-0")] = pod
+    # The node goes silent while a run is in flight: the run stops, and the owner is next.
+    runner.during_run = lambda: ctl.intake.run_owners_on("n2", "is silent", preempt=True)
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1"]
+    assert ctl.queue.failures(KEY) == 0, "a preempted run is not a failure"
+    # It comes back while a run is in flight: nothing to stop.
+    runner.during_run = lambda: ctl.intake.run_owners_on("n2", "renews its Lease again")
+    ctl.intake.urgent(KEY)
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1"]
+    # Its Lease deleted (the Node deleted) preempts.
+    runner.during_run = lambda: ctl.intake.on_lease("DELETED", _lease("n2", "t0"))
+    ctl.intake.urgent(KEY)
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1", "ns/w1"]
+    assert len(runner.runs) == 3

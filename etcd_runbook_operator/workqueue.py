@@ -50,15 +50,19 @@ class WorkQueue:
                 if urgent:
                     self._dirty_urgent.add(key)
             elif key not in self._queued:
-                self._queued.add(key)
-                if urgent:
-                    self._queue.appendleft(key)
-                else:
-                    self._queue.append(key)
-                self._cond.notify()
+                self._push(key, urgent)
             elif urgent:
                 self._queue.remove(key)
                 self._queue.appendleft(key)
+
+    def _push(self, key: Hashable, urgent: bool) -> None:
+        """Queue a key not waiting yet: at the front when urgent. Called under the lock."""
+        self._queued.add(key)
+        if urgent:
+            self._queue.appendleft(key)
+        else:
+            self._queue.append(key)
+        self._cond.notify()
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
@@ -127,12 +131,7 @@ class WorkQueue:
             if key in self._dirty:
                 self._dirty.discard(key)
                 if not self._shutdown and key not in self._queued:
-                    self._queued.add(key)
-                    if urgent:
-                        self._queue.appendleft(key)
-                    else:
-                        self._queue.append(key)
-                    self._cond.notify()
+                    self._push(key, urgent)
 
     def depth(self) -> int:
         with self._cond:

@@ -795,13 +795,10 @@ def _bootstrap(o: _Observed, refused: bool) -> tuple[list[str], str]:
         return [], ""
     if not o.pods and not o.claims:
         return [f"{o.name}-{i}" for i in range(o.spec["size"])], ""
-    records = {
-        annotations_of(c).get(ANN_INITIAL_CLUSTER) or ""
-        if annotations_of(c).get(ANN_INITIAL_STATE) == "new"
-        and not annotations_of(c).get(ANN_MEMBER_ID)
-        else None
-        for c in o.claims.values()
-    }
+    claims = [annotations_of(c) for c in o.claims.values()]
+    if any(a.get(ANN_INITIAL_STATE) != "new" or a.get(ANN_MEMBER_ID) for a in claims):
+        return [], ""
+    records = {a.get(ANN_INITIAL_CLUSTER) or "" for a in claims}
     if len(records) != 1 or not (record := next(iter(records))):
         return [], ""
     listed = [entry.split("=", 1)[0] for entry in record.split(",")]

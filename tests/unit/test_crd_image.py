@@ -76,3 +76,14 @@ def test_every_collection_the_runbooks_use_is_kept():
             used.setdefault(collection, str(path.relative_to(ROOT)))
     assert "kubernetes.core" in used
     assert {c: p for c, p in used.items() if c not in kept} == {}
+
+
+def test_both_recipes_ship_the_plugins_bytecode():
+    # Read-only root filesystem and PYTHONDONTWRITEBYTECODE: bytecode not shipped is compiled
+    # again by every task's worker process.
+    dockerfile = ROOT.joinpath("Dockerfile").read_text()
+    script = ROOT.joinpath("hack/build-operator-image").read_text()
+    assert (
+        "compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator" in dockerfile
+    )
+    assert 'BYTECODE_TOPS = ("plugins", "etcd_runbook_operator")' in script

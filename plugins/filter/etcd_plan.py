@@ -223,6 +223,43 @@ def _refusal(reason: str, field: str, message: str) -> dict[str, str]:
 # --- the spec ------------------------------------------------------------------------------
 
 
+_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Longest EtcdCluster name: its member names (-N) and their claims, Services and Secrets must
+# stay within Kubernetes' 63-character DNS labels.
+MAX_NAME = 50
+
+
+def run_refusal(
+    obj: dict[str, Any],
+    name: str,
+    namespace: str,
+    allow_missing: bool = False,
+    by_hand: bool = False,
+    ignore_pause: bool = False,
+    read_only: bool = False,
+) -> str:
+    """Why a run of a runbook on EtcdCluster namespace/name must not start; '' when it may.
+
+    `obj` is the EtcdCluster as read ({} when it does not exist). The operator's runs are not
+    refused on a paused cluster: they only look and report (the plan's hands_off). A person
+    must say they mean to act on one; a read-only run may always look."""
+    if not _NAME.match(name) or len(name) > MAX_NAME or not namespace:
+        return (
+            "The name must be the EtcdCluster's name (lowercase letters, digits, '-', at most "
+            f"{MAX_NAME} characters) and the namespace its namespace; got name={name!r} "
+            f"namespace={namespace!r}"
+        )
+    if not obj.get("metadata") and not allow_missing:
+        return f"EtcdCluster {namespace}/{name} does not exist"
+    paused = bool((obj.get("spec") or {}).get("paused"))
+    if paused and by_hand and not ignore_pause and not read_only:
+        return (
+            f"EtcdCluster {namespace}/{name} has spec.paused: true. To act on it anyway, run "
+            "again with -e ignore_pause=true (to only look, use playbooks/etcd-status.yml)."
+        )
+    return ""
+
+
 def quota_limit(volume_bytes: int) -> int:
     """The largest backend quota a volume holds with room for the WAL and a second copy."""
     return min(MAX_QUOTA, max(0, (volume_bytes - WAL_RESERVE) // 2))
@@ -1361,6 +1398,12 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # Whether act.yml has a membership, record, roll or volume step to take (a run with none
     # skips its steps altogether).
     result["steps"] = any(result[step] for step in ACT_STEPS)
+    # Whether the run has anything to change that the plan alone can tell (the Services and
+    # the budget are compared with what was seen by the role): a run with nothing skips its
+    # change steps in one task.
+    result["busy"] = bool(result["heal"] or ended or leaving or result["bootstrap"]) or (
+        not o.hands_off and bool(result["steps"] or result["tls_missing"])
+    )
     return result
 
 
@@ -1611,6 +1654,7 @@ class FilterModule:
             "etcd_cluster_plan": plan,
             "etcd_cluster_spec": normalize_spec,
             "etcd_cluster_report": report,
+            "etcd_run_refusal": run_refusal,
             "etcd_member_healthy": member_healthy,
             "etcd_tls_seen": tls_seen,
             "etcd_tls_material": tls_material,

@@ -257,6 +257,31 @@ def test_versions_that_may_never_run(version, words):
 
 
 @pytest.mark.parametrize(
+    "name, namespace, seen, kw, words",
+    [
+        ("e", "ns", "object", {}, ""),
+        ("E", "ns", "object", {}, "lowercase letters"),
+        ("e-", "ns", "object", {}, "lowercase letters"),
+        ("x" * 51, "ns", "object", {}, "at most 50"),
+        ("x" * 50, "ns", "object", {}, ""),
+        ("e", "", "object", {}, "namespace its namespace"),
+        ("e,x=y", "ns", "object", {}, "lowercase letters"),  # never reaches a label selector
+        ("e", "ns", "missing", {}, "EtcdCluster ns/e does not exist"),
+        ("e", "ns", "missing", {"allow_missing": True}, ""),  # the finalizer's run
+        ("e", "ns", "paused", {}, ""),  # the operator's run: hands off, looks and reports
+        ("e", "ns", "paused", {"by_hand": True}, "ignore_pause=true"),
+        ("e", "ns", "paused", {"by_hand": True, "ignore_pause": True}, ""),
+        ("e", "ns", "paused", {"by_hand": True, "read_only": True}, ""),
+        ("e", "ns", "object", {"by_hand": True}, ""),
+    ],
+)
+def test_run_refusal(name, namespace, seen, kw, words):
+    found = {"object": obj(), "missing": {}, "paused": obj(paused=True)}[seen]
+    refusal = ep.run_refusal(found, name, namespace, **kw)
+    assert (words in refusal) if words else refusal == ""
+
+
+@pytest.mark.parametrize(
     "current, target, words",
     [
         ("3.5.35", "3.5.35", ""),

@@ -187,6 +187,13 @@ endpoints:
   description: Member name to the client URL this look reached it at.
   returned: always
   type: dict
+addresses:
+  description: >-
+    The host name of each client URL in RV(endpoints) to its Pod's IP address, which this look
+    connected to (TLS checked the host name); empty through port-forwards. Give it to the etcd
+    modules as their O(etcd_member#module:addresses).
+  returned: always
+  type: dict
 forward_failed:
   description: Member name to why its port-forward could not be opened.
   returned: always

@@ -14,14 +14,15 @@ module as an `EtcdModuleError` with a message a person can act on.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
+import socket
 import ssl
 import sys
-import urllib.request
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from ansible.module_utils.etcd_common import (
     Alarm,
@@ -62,6 +63,11 @@ T = TypeVar("T")
 _TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader", "ServerStopped"}
 
 DOWNGRADE_ACTIONS = ("validate", "enable", "cancel")
+
+
+def _bracketed(address: str) -> str:
+    """An IPv6 address as a gRPC target's host."""
+    return f"[{address}]" if ":" in address else address
 
 
 def _member(pb: object) -> Member:
@@ -106,10 +112,16 @@ class EndpointClient:
                 ("grpc.enable_http_proxy", 0),
             ]
             credentials = self._client._credentials() if self._parsed.secure else None
+            target = self._parsed.target
+            address = self._client.params.addresses.get(self._parsed.host)
+            if address is not None:
+                target = f"{_bracketed(address)}:{self._parsed.port}"
+                # The certificate is checked against the URL's host name, not the address.
+                options.append(("grpc.ssl_target_name_override", self._parsed.host))
             if credentials is None:
-                channel = grpc.aio.insecure_channel(self._parsed.target, options=options)
+                channel = grpc.aio.insecure_channel(target, options=options)
             else:
-                channel = grpc.aio.secure_channel(self._parsed.target, credentials, options)
+                channel = grpc.aio.secure_channel(target, credentials, options)
             self._services = _Services(
                 channel=channel,
                 auth=AuthService(channel, max_attempts=1),
@@ -208,17 +220,33 @@ class EndpointClient:
             if client.params.client_cert:
                 context.load_cert_chain(client.params.client_cert, client.params.client_key)
         timeout = client.params.timeout
+        host, port = self._parsed.host, self._parsed.port
         # No proxy from the environment: etcd is spoken to directly, as over gRPC.
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        connection = (
+            http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+            if self._parsed.secure
+            else http.client.HTTPConnection(host, port, timeout=timeout)
         )
+        address = client.params.addresses.get(host)
+        if address is not None:
+            # Connect to the address; the Host header, SNI and the certificate check keep
+            # the host name.
+            def connect(_: object, *rest: Any) -> socket.socket:
+                return socket.create_connection((address, port), *rest)
+
+            connection._create_connection = connect  # type: ignore[attr-defined]
         try:
-            with opener.open(f"{self.url}/version", timeout=timeout) as response:
-                answer = json.loads(response.read())
-        except (OSError, ValueError) as exc:
+            connection.request("GET", "/version")
+            response = connection.getresponse()
+            if response.status != 200:
+                raise OSError(f"HTTP {response.status} {response.reason}")
+            answer = json.loads(response.read())
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             raise EtcdUnreachableError(
                 f"cannot read {self.url}/version: {exc}", endpoint=self.url
             ) from exc
+        finally:
+            connection.close()
         return {str(k): str(v) for k, v in answer.items()}
 
     def move_leader(self, target_id: str) -> None:

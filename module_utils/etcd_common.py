@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -35,6 +36,8 @@ def connection_argument_spec() -> dict[str, Any]:
         "ca_cert_content": {"type": "str"},
         "client_cert_content": {"type": "str"},
         "client_key_content": {"type": "str", "no_log": True},
+        "advertised_urls": {"type": "bool", "default": True},
+        "addresses": {"type": "dict", "default": {}},
     }
 
 
@@ -139,6 +142,14 @@ class ConnectionParams:
     password: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     cluster_id: str | None = None
+    # Members none of `endpoints` answered as are also asked through the client URLs they
+    # advertise. Off where `endpoints` already holds every member that can answer: a member
+    # going away then costs no call timeout.
+    advertised: bool = True
+    # Host name -> the IP address to connect to for it (TLS still checks the host name): a
+    # new Pod is reachable before cluster DNS answers for it, and DNS may keep answering that
+    # the name does not exist for its negative-cache time.
+    addresses: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_module_params(cls, params: dict[str, Any]) -> ConnectionParams:
@@ -159,6 +170,8 @@ class ConnectionParams:
             password=params.get("password"),
             timeout=float(params.get("timeout") or DEFAULT_TIMEOUT),
             cluster_id=(params.get("cluster_id") or "").lower() or None,
+            advertised=bool(params.get("advertised_urls", True)),
+            addresses={str(k): str(v) for k, v in (params.get("addresses") or {}).items()},
         )
         connection.validate()
         return connection
@@ -182,6 +195,13 @@ class ConnectionParams:
             raise EtcdInputError(f"timeout must be positive, got {self.timeout}")
         if self.cluster_id is not None:
             parse_member_id(self.cluster_id)
+        for host, address in self.addresses.items():
+            try:
+                ipaddress.ip_address(address)
+            except ValueError as exc:
+                raise EtcdInputError(
+                    f"addresses: {host} must map to an IP address, not {address!r}"
+                ) from exc
         for option in ("ca_cert", "client_cert", "client_key"):
             path = getattr(self, option)
             if path is not None:

@@ -116,7 +116,7 @@ def _views(
     led = {s.endpoint for s in statuses if s.leader}
     views = client.member_views(urls, linearizable=led)
     chosen = choose_view(views, client.params.cluster_id)
-    if chosen is not None:
+    if chosen is not None and client.params.advertised:
         heard = {v.member_id for v in views if v.cluster_id}
         asked = {v.endpoint for v in views}
         extra = [
@@ -165,7 +165,7 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
     extra = [
         url
         for m in members
-        if m.id not in answered
+        if m.id not in answered and client.params.advertised
         for url in m.client_urls
         if url.rstrip("/") not in queried
     ]
@@ -198,6 +198,8 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
         errors = [e for s in statuses if s.endpoint in member.client_urls for e in s.errors]
         if not member.client_urls:
             errors = ["the member has not started yet (it has no client URLs)"]
+        elif not errors and not client.params.advertised:
+            errors = ["none of the endpoints asked answered as this member"]
         health.member_status[member.id] = EndpointStatus(
             endpoint=member.client_urls[0] if member.client_urls else "",
             healthy=False,

@@ -97,6 +97,16 @@ def dns_endpoints(pods: list[dict[str, Any]], scheme: str, suffix: str) -> dict[
     return {name: f"{scheme}://{name}.{suffix}:{CLIENT_PORT}" for name in names}
 
 
+def pod_addresses(pods: list[dict[str, Any]], suffix: str) -> dict[str, str]:
+    """The DNS name of each running member Pod (as in dns_endpoints) -> its Pod IP: the look
+    connects there, so a Pod made again is reached before cluster DNS answers for its name."""
+    return {
+        f"{pod['metadata']['name']}.{suffix}": str(pod["status"]["podIP"])
+        for pod in running(pods)
+        if (pod.get("status") or {}).get("podIP")
+    }
+
+
 def forward_targets(pods: list[dict[str, Any]]) -> list[str]:
     """`name=uid` of each running member Pod, as port_forward.py takes them (a Pod re-created
     under the same name has a new uid and gets a new forward)."""
@@ -255,13 +265,24 @@ def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[s
 
 
 def ask_etcd(
-    endpoints: dict[str, str], tls: dict[str, str], timeout: float, cluster_id: str | None
+    endpoints: dict[str, str],
+    tls: dict[str, str],
+    timeout: float,
+    cluster_id: str | None,
+    addresses: dict[str, str],
 ) -> tuple[dict[str, Any], str]:
     """(what etcd_cluster_info would return, why not) from the members at `endpoints`."""
     if not endpoints:
         return {}, "no member Pod is running"
+    # The endpoints are every running member Pod: a member whose Pod is gone or going away
+    # is not asked through its advertised URL, where the call could only time out.
     params = ConnectionParams(
-        endpoints=tuple(endpoints.values()), timeout=timeout, cluster_id=cluster_id, **tls
+        endpoints=tuple(endpoints.values()),
+        timeout=timeout,
+        cluster_id=cluster_id,
+        advertised=False,
+        addresses=addresses,
+        **tls,
     )
     try:
         params.validate()
@@ -316,7 +337,12 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     while True:
         observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()
-        result: dict[str, Any] = {**facts, "endpoints": {}, "forward_failed": {}}
+        result: dict[str, Any] = {
+            **facts,
+            "endpoints": {},
+            "addresses": {},
+            "forward_failed": {},
+        }
         result["observed_at"] = observed_at
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):
@@ -326,13 +352,18 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 result["endpoints"] = {n: f"{scheme}://{a}" for n, a in sorted(local.items())}
             else:
                 result["endpoints"] = dns_endpoints(facts["pods"], scheme, etcd["dns_suffix"])
+                result["addresses"] = pod_addresses(facts["pods"], etcd["dns_suffix"])
             tls = (
                 tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
                 if etcd.get("tls")
                 else {}
             )
             result["info"], result["info_error"] = ask_etcd(
-                result["endpoints"], tls, observer.timeout, etcd.get("cluster_id") or None
+                result["endpoints"],
+                tls,
+                observer.timeout,
+                etcd.get("cluster_id") or None,
+                result["addresses"],
             )
         result["state_dir"] = forwarder.state_dir if forwarder else ""
         if going:

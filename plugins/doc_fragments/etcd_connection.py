@@ -9,7 +9,8 @@ options:
     description:
       - Client URLs of etcd members, C(http://host:port) or C(https://host:port).
       - Cluster-wide calls go to the first one that answers; the modules also reach every
-        member through the client URLs it advertises in the member list.
+        member through the client URLs it advertises in the member list (see
+        O(advertised_urls)).
     type: list
     elements: str
     required: true
@@ -62,4 +63,22 @@ options:
         stranger on a reused address) is never used, and its word never counts.
       - Unset, the cluster ID most members report is taken.
     type: str
+  advertised_urls:
+    description:
+      - Also ask, through the client URLs they advertise, the members that none of
+        O(endpoints) answered as.
+      - Turn off when O(endpoints) already lists every member that can answer, as the
+        runbooks do (every running member Pod). A member whose Pod is going away is then
+        reported unhealthy at once instead of after O(timeout).
+    type: bool
+    default: true
+  addresses:
+    description:
+      - Host names of O(endpoints) (or of members' client URLs) mapped to the IP address to
+        connect to for each. TLS still checks the certificate against the host name.
+      - The runbooks give each running member Pod's IP. A Pod made again is reachable before
+        cluster DNS answers for its name, and DNS may keep saying the name does not exist for
+        the time it caches that answer.
+    type: dict
+    default: {}
 """

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import tempfile
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -110,6 +114,59 @@ def test_a_stranger_among_the_endpoints_is_never_trusted(etcd_cluster_factory, v
     assert r["cluster_id"] == fork_id and len(r["members"]) == 1
     r = run_module("etcd_cluster_info", {"endpoints": endpoints, "cluster_id": "1234abcd"})
     assert r.get("failed") and "belong to cluster" in r["msg"], r
+
+
+def test_a_hung_member_outside_the_endpoints_costs_no_timeout_without_advertised_urls(
+    etcd_cluster_factory,
+):
+    """A member that accepts connections but never answers (SIGSTOP: as a Pod going away can),
+    left out of the endpoints: asked through its advertised URL the look waits out the call
+    timeout; with advertised_urls off it is reported unhealthy at once."""
+    c = etcd_cluster_factory(version="3.6", size=3)
+    hung = next(m for m in c.members if m.name != c.leader_name())
+    others = [m.client_url for m in c.members if m is not hung]
+    os.killpg(hung.proc.pid, signal.SIGSTOP)
+    try:
+        timings = {}
+        for advertised in (True, False):
+            args = {"endpoints": others, "timeout": 4, "advertised_urls": advertised}
+            started = time.monotonic()
+            r = run_module("etcd_cluster_info", args)
+            timings[advertised] = time.monotonic() - started
+            assert not r.get("failed"), r.get("msg")
+            member = next(m for m in r["members"] if m["name"] == hung.name)
+            assert member["healthy"] is False and r["quorum"]["healthy_voters"] == 2
+        assert timings[True] >= 4, timings
+        assert timings[False] < 3, timings
+        assert all(s["endpoint"] in others for s in r["status"]), r["status"]
+    finally:
+        os.killpg(hung.proc.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_addresses_reach_a_member_at_its_ip_and_tls_checks_the_host_name(etcd_cluster_factory, tls):
+    """The runbooks reach each member Pod at its IP under its DNS name, which cluster DNS may
+    not answer for yet. `.invalid` names resolve nowhere: only the address map reaches them."""
+    c = etcd_cluster_factory(version="3.6", size=1, tls=tls)
+    port = urlsplit(c.client_urls[0]).port
+    unresolvable = "m1.etcd.invalid"
+    args = {**c.module_args(), "timeout": 3}
+    mapped = {**args, "endpoints": [f"{c.scheme}://{unresolvable}:{port}"]}
+    r = run_module("etcd_cluster_info", {**mapped, "addresses": {unresolvable: "127.0.0.1"}})
+    if tls:
+        # Connected, but the certificate (localhost, 127.0.0.1) is not for that name.
+        assert r.get("failed"), r
+        assert "hostname verification" in r["msg"].lower(), r["msg"]
+        named = {**args, "endpoints": [f"https://localhost:{port}"]}
+        r = run_module("etcd_cluster_info", {**named, "addresses": {"localhost": "127.0.0.1"}})
+    assert not r.get("failed"), r.get("msg")
+    assert r["healthy"] is True and r["quorum"]["ok"] is True
+    # Read over HTTP(S), not gRPC: the address map holds there too.
+    assert r["cluster_version"] == "3.6.0"
+    r = run_module("etcd_cluster_info", mapped)
+    assert r.get("failed") and unresolvable in r["msg"], r
+    bad = run_module("etcd_cluster_info", {**mapped, "addresses": {unresolvable: "not-an-ip"}})
+    assert bad.get("failed") and "must map to an IP address" in bad["msg"], bad
 
 
 @pytest.mark.parametrize("version", ["3.4", "3.6"])

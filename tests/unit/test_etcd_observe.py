@@ -20,6 +20,7 @@ from ansible.module_utils.etcd_observe import (
     forward_targets,
     member_healthy,
     node_facts,
+    pod_addresses,
     running,
     tls_files,
     unschedulable,
@@ -27,28 +28,36 @@ from ansible.module_utils.etcd_observe import (
 )
 
 
-def _pod(name: str, phase: str = "Running", deleting: bool = False) -> dict:
+def _pod(name: str, phase: str = "Running", deleting: bool = False, ip: str = "") -> dict:
     meta = {"name": name, "uid": f"uid-{name}"}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "status": {"phase": phase}}
+    status = {"phase": phase, **({"podIP": ip} if ip else {})}
+    return {"metadata": meta, "status": status}
 
 
 PODS = [
-    _pod("e-0"),
-    _pod("e-1", "Pending"),
-    _pod("e-2", deleting=True),
-    _pod("e-3"),
+    _pod("e-0", ip="10.0.0.5"),
+    _pod("e-1", "Pending", ip="10.0.0.6"),
+    _pod("e-2", deleting=True, ip="10.0.0.7"),
+    _pod("e-3", ip="fd00::3"),
+    _pod("e-5"),
     {"metadata": {"name": "e-4", "uid": "u"}},
 ]
 
 
 def test_only_running_pods_not_being_deleted_are_reached():
-    assert [p["metadata"]["name"] for p in running(PODS)] == ["e-0", "e-3"]
-    assert forward_targets(PODS) == ["e-0=uid-e-0", "e-3=uid-e-3"]
+    assert [p["metadata"]["name"] for p in running(PODS)] == ["e-0", "e-3", "e-5"]
+    assert forward_targets(PODS) == ["e-0=uid-e-0", "e-3=uid-e-3", "e-5=uid-e-5"]
     assert dns_endpoints(PODS, "https", "e.ns.svc.cluster.local") == {
         "e-0": "https://e-0.e.ns.svc.cluster.local:2379",
         "e-3": "https://e-3.e.ns.svc.cluster.local:2379",
+        "e-5": "https://e-5.e.ns.svc.cluster.local:2379",
+    }
+    # Reached at its Pod IP when it has one (a running Pod without one keeps its DNS name).
+    assert pod_addresses(PODS, "e.ns.svc.cluster.local") == {
+        "e-0.e.ns.svc.cluster.local": "10.0.0.5",
+        "e-3.e.ns.svc.cluster.local": "fd00::3",
     }
 
 
@@ -95,8 +104,8 @@ def test_tls_files_need_the_ca_and_the_client_pair():
 
 
 def test_no_running_member_is_an_answer_not_a_failure():
-    assert ask_etcd({}, {}, 1.0, None) == ({}, "no member Pod is running")
-    info, error = ask_etcd({"e-0": "http://127.0.0.1:1"}, {}, 1.0, None)
+    assert ask_etcd({}, {}, 1.0, None, {}) == ({}, "no member Pod is running")
+    info, error = ask_etcd({"e-0": "http://127.0.0.1:1"}, {}, 1.0, None, {})
     assert info == {} and "127.0.0.1:1" in error
 
 

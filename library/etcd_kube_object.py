@@ -12,7 +12,7 @@ description:
     writes (a member's claim and Pod, their records and labels) cost a second or two each
     through kubernetes.core.k8s and a few hundredths of one here.
   - Only these kinds can be written (any other is refused before anything is sent) - C(v1)
-    Pod, PersistentVolumeClaim, Service and ServiceAccount, C(policy/v1)
+    Pod, PersistentVolumeClaim, Service, Secret and ServiceAccount, C(policy/v1)
     PodDisruptionBudget, C(batch/v1) Job and CronJob, C(rbac.authorization.k8s.io/v1)
     RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
   - O(state=status) writes only the status subresource, of EtcdBackup and EtcdRestore.

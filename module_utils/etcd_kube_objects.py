@@ -9,6 +9,7 @@ writing anything.
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ KINDS = {
     ("v1", "Pod"): "pods",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("v1", "Service"): "services",
+    ("v1", "Secret"): "secrets",
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
     ("batch/v1", "Job"): "jobs",
@@ -103,6 +105,28 @@ def merge_patch(current: Any, patch: Any) -> Any:
     return merged
 
 
+def shown(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as the module returns it: a Secret without its values (the key names stay),
+    so no registered result, diff or log ever holds the key material it wrote."""
+    if not isinstance(obj, dict) or obj.get("kind") != "Secret":
+        return obj
+    hidden = {k: v for k, v in obj.items() if k not in ("data", "stringData")}
+    for field in ("data", "stringData"):
+        if isinstance(obj.get(field), dict):
+            hidden[field] = dict.fromkeys(obj[field], "(hidden)")
+    return hidden
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as the API server stores it: a Secret's stringData becomes base64 data, so a
+    Secret already so compares as unchanged."""
+    if obj.get("kind") != "Secret" or not isinstance(obj.get("stringData"), dict):
+        return obj
+    encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in obj["stringData"].items()}
+    kept = {k: v for k, v in obj.items() if k != "stringData"}
+    return {**kept, "data": {**(obj.get("data") or {}), **encoded}}
+
+
 def put_objects(
     client: Client, objects: list[dict[str, Any]], state: str, check: bool
 ) -> dict[str, Any]:
@@ -121,7 +145,7 @@ def put_objects(
                 raise EtcdInputError(
                     f"cannot write the status of {obj.get('kind')!r}: only {known}"
                 )
-    for obj, (path, name) in zip(objects, paths, strict=True):
+    for obj, (path, name) in zip([stored(o) for o in objects], paths, strict=True):
         current = client.get(f"{path}/{name}")
         if current is None and state in ("patched", "status"):
             raise EtcdInputError(f"{obj['kind']} {name} does not exist, so it cannot be patched")
@@ -145,4 +169,8 @@ def put_objects(
             result = client.send("PATCH", target, body, MERGE_PATCH)
         after.append(result)
         results.append(result)
-    return {"objects": results, "changed": changed, "diff": {"before": before, "after": after}}
+    return {
+        "objects": [shown(o) for o in results],
+        "changed": changed,
+        "diff": {"before": [shown(o) for o in before], "after": [shown(o) for o in after]},
+    }

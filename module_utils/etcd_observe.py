@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -34,7 +35,12 @@ NODE_LEASES = "kube-node-lease"
 # Set on a claim by the scheduler when its volume binds on first use: a node-local volume
 # stays on that node.
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
-WAIT_INTERVAL = 1.0
+# While members are awaited, only their Pods and their own status are read this often; the
+# whole look is taken again once they answer.
+PROBE_INTERVAL = 0.5
+# A member that is starting accepts connections before it serves (it first catches up with
+# the leader): a look bounded by the call timeout would see it late, so the probe is shorter.
+PROBE_TIMEOUT = 1.0
 # Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
 # Pods costs the API server little.
 GONE_INTERVAL = 0.25
@@ -306,6 +312,66 @@ def check(etcd: dict[str, Any]) -> None:
         raise EtcdInputError("etcd.tls needs etcd.server_secret and etcd.client_secret")
 
 
+def reach(
+    etcd: dict[str, Any], forwarder: Forwarder | None, pods: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """How this look reaches the running member Pods: `endpoints` (member name -> client URL),
+    `addresses` (their host names -> Pod IPs) and `forward_failed`."""
+    scheme = "https" if etcd.get("tls") else "http"
+    if forwarder is not None:
+        local, failed = forwarder.ensure(pods)
+        endpoints = {n: f"{scheme}://{a}" for n, a in sorted(local.items())}
+        return {"endpoints": endpoints, "addresses": {}, "forward_failed": failed}
+    return {
+        "endpoints": dns_endpoints(pods, scheme, etcd["dns_suffix"]),
+        "addresses": pod_addresses(pods, etcd["dns_suffix"]),
+        "forward_failed": {},
+    }
+
+
+def answering(
+    endpoints: dict[str, str], addresses: dict[str, str], tls: dict[str, str], members: list[str]
+) -> bool:
+    """Whether each of `members` answers its own status healthy (a leader, no error), asked
+    with PROBE_TIMEOUT; False as soon as one has no running Pod."""
+    urls = [endpoints[m] for m in members if m in endpoints]
+    if len(urls) < len(members):
+        return False
+    params = ConnectionParams(
+        endpoints=tuple(urls),
+        timeout=PROBE_TIMEOUT,
+        advertised=False,
+        addresses=addresses,
+        **tls,
+    )
+    try:
+        with EtcdClient(params) as client:
+            return all(status.healthy for status in client.statuses(urls))
+    except EtcdModuleError:
+        return False
+
+
+def probe_until_answering(
+    pods: Callable[[], list[dict[str, Any]]],
+    reach_pods: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    probe: Callable[[dict[str, str], dict[str, str]], bool],
+    members: list[str],
+    deadline: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Reads only the member Pods and asks only `members` for their own status, every
+    PROBE_INTERVAL, until they answer, the scheduler finds no node for one of them, or
+    `deadline` (monotonic) passes: the caller then looks at everything again."""
+    while time.monotonic() < deadline:
+        sleep(PROBE_INTERVAL)
+        seen = pods()
+        if any(unschedulable(seen, m) for m in members):
+            return
+        where = reach_pods(seen)
+        if probe(where["endpoints"], where["addresses"]):
+            return
+
+
 def observe(params: dict[str, Any]) -> dict[str, Any]:
     """The module's work: see the module's RETURN for the shape."""
     etcd = params.get("etcd") or {}
@@ -346,13 +412,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         result["observed_at"] = observed_at
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):
-            scheme = "https" if etcd.get("tls") else "http"
-            if forwarder is not None:
-                local, result["forward_failed"] = forwarder.ensure(facts["pods"])
-                result["endpoints"] = {n: f"{scheme}://{a}" for n, a in sorted(local.items())}
-            else:
-                result["endpoints"] = dns_endpoints(facts["pods"], scheme, etcd["dns_suffix"])
-                result["addresses"] = pod_addresses(facts["pods"], etcd["dns_suffix"])
+            result.update(reach(etcd, forwarder, facts["pods"]))
             tls = (
                 tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
                 if etcd.get("tls")
@@ -390,4 +450,13 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 f"{result['info_error'] or 'etcd does not report it healthy yet'}"
             )
             return result
-        time.sleep(WAIT_INTERVAL)
+        if not etcd.get("enabled"):
+            time.sleep(PROBE_INTERVAL)
+            continue
+        probe_until_answering(
+            observer.pods,
+            partial(reach, etcd, forwarder),
+            partial(answering, tls=tls, members=waiting),
+            waiting,
+            deadline,
+        )

@@ -21,8 +21,12 @@ class AdhocError(RuntimeError):
     """ansible itself failed before yielding a module result (bad CLI use, parse error)."""
 
 
-def _command(module: str, args: dict[str, Any], check: bool, diff: bool) -> list[str]:
+def _command(
+    module: str, args: dict[str, Any], check: bool, diff: bool, extra_vars: dict[str, Any]
+) -> list[str]:
     cmd = [str(ANSIBLE), "localhost", "-m", module, "-a", json.dumps(args)]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
     if check:
         cmd.append("--check")
     if diff:
@@ -30,9 +34,10 @@ def _command(module: str, args: dict[str, Any], check: bool, diff: bool) -> list
     return cmd
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str]) -> dict[str, str]:
     return dict(
         os.environ,
+        **extra,
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="json",
@@ -48,6 +53,8 @@ def run_module(
     check: bool = False,
     diff: bool = False,
     timeout: float = 120,
+    extra_vars: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run `module` on localhost with `args`; return its result dict for localhost.
 
@@ -56,9 +63,9 @@ def run_module(
     `failed: True`; AdhocError is raised only when ansible produced no result at all.
     """
     proc = subprocess.run(
-        _command(module, args, check, diff),
+        _command(module, args, check, diff, extra_vars or {}),
         cwd=REPO,
-        env=_env(),
+        env=_env(env or {}),
         capture_output=True,
         text=True,
         timeout=timeout,

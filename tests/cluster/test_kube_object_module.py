@@ -4,6 +4,7 @@ write."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
@@ -84,10 +85,10 @@ def test_creates_then_leaves_alone_then_patches(k8s_cluster, k8s_namespace, kube
 
 def test_refusals_change_nothing(k8s_cluster, k8s_namespace, kubeconfig):
     ns = k8s_namespace
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns}}
-    refused = run_module("etcd_kube_object", {"objects": [_claim(ns), secret]})
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
+    refused = run_module("etcd_kube_object", {"objects": [_claim(ns), other]})
     assert refused.get("failed") and refused["reason"] == "InvalidInput", refused
-    assert "cannot write 'Secret'" in refused["msg"]
+    assert "cannot write 'ConfigMap'" in refused["msg"]
 
     missing = run_module("etcd_kube_object", {"objects": [_claim(ns)], "state": "patched"})
     assert missing.get("failed") and "does not exist" in missing["msg"], missing
@@ -97,3 +98,24 @@ def test_refusals_change_nothing(k8s_cluster, k8s_namespace, kubeconfig):
     bad["spec"]["accessModes"] = ["NoSuchMode"]
     invalid = run_module("etcd_kube_object", {"objects": [bad]})
     assert invalid.get("failed") and "HTTP 422" in invalid["msg"], invalid
+
+
+def test_a_secret_is_written_and_its_values_never_come_back(k8s_cluster, k8s_namespace, kubeconfig):
+    ns = k8s_namespace
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "k-client-tls", "namespace": ns},
+        "stringData": {"tls.crt": "CERT-PEM", "tls.key": "KEY-PEM"},
+    }
+    for attempt in ("created", "unchanged"):
+        result = run_module("etcd_kube_object", {"objects": [secret]}, diff=True)
+        assert not result.get("failed"), result
+        assert result["changed"] is (attempt == "created")
+        assert result["objects"][0]["data"] == {"tls.crt": "(hidden)", "tls.key": "(hidden)"}
+        # (The task's own arguments echo the input: the role's task is no_log.)
+        returned = repr([result["objects"], result.get("diff")])
+        assert "KEY-PEM" not in returned and "S0VZLVBFTQ" not in returned, returned
+    stored = _read(k8s_cluster, ns, "secret/k-client-tls")["data"]
+    assert base64.b64decode(stored["tls.key"]) == b"KEY-PEM"

@@ -84,6 +84,7 @@ def test_both_recipes_ship_the_plugins_bytecode():
     dockerfile = ROOT.joinpath("Dockerfile").read_text()
     script = ROOT.joinpath("hack/build-operator-image").read_text()
     assert (
-        "compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator" in dockerfile
+        "compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator \\\n"
+        "      module_utils" in dockerfile
     )
-    assert 'BYTECODE_TOPS = ("plugins", "etcd_runbook_operator")' in script
+    assert 'BYTECODE_TOPS = ("plugins", "etcd_runbook_operator", "module_utils")' in script

@@ -70,8 +70,8 @@ def test_paths_of_the_kinds_written():
     ("obj", "words"),
     [
         (
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "n"}},
-            "cannot write 'Secret'",
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}},
+            "cannot write 'ConfigMap'",
         ),
         (
             {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "n"}},
@@ -161,10 +161,42 @@ def test_patching_a_missing_object_is_refused():
 
 def test_one_refused_object_means_nothing_is_written():
     api = FakeApi({})
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}}
-    with pytest.raises(EtcdInputError, match="Secret"):
-        put_objects(api, [_pod(), secret], "present", False)
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}
+    with pytest.raises(EtcdInputError, match="ConfigMap"):
+        put_objects(api, [_pod(), other], "present", False)
     assert api.calls == []
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_secret_is_written_but_its_values_never_come_back(check):
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "e-client-tls", "namespace": "ns"},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "Q0VSVA==", "tls.key": "S0VZ"},
+    }
+    api = FakeApi({})
+    result = put_objects(api, [secret], "present", check)
+    assert result["changed"] is True
+    if not check:
+        assert api.objects["/api/v1/namespaces/ns/secrets/e-client-tls"]["data"] == secret["data"]
+    shown = result["objects"][0]
+    assert shown["data"] == {"tls.crt": "(hidden)", "tls.key": "(hidden)"}
+    assert "S0VZ" not in repr(result) and "Q0VSVA" not in repr(result)
+
+
+def test_a_secret_given_as_string_data_is_compared_as_stored():
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "e-ca", "namespace": "ns"},
+        "stringData": {"ca.crt": "CERT"},
+    }
+    api = FakeApi({})
+    assert put_objects(api, [secret], "present", False)["changed"] is True
+    assert api.objects["/api/v1/namespaces/ns/secrets/e-ca"]["data"] == {"ca.crt": "Q0VSVA=="}
+    assert put_objects(api, [secret], "present", False)["changed"] is False
 
 
 BACKUPS = "/apis/etcd.runbook.io/v1alpha1/namespaces/ns/etcdbackups"

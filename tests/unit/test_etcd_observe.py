@@ -21,6 +21,7 @@ from ansible.module_utils.etcd_observe import (
     member_healthy,
     node_facts,
     pod_addresses,
+    probe_until_answering,
     running,
     tls_files,
     unschedulable,
@@ -314,3 +315,48 @@ def test_a_node_without_a_ready_condition_or_lease():
         "ready_since": "",
         "renewed": "",
     }
+
+
+def _unschedulable(name: str) -> dict:
+    pod = _pod(name, "Pending")
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
+    ]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("reads", "answers", "probes"),
+    [
+        # Asked each time until it answers, then the caller looks at everything again.
+        ([[_pod("e-3", ip="10.0.0.9")]] * 3, [False, False, True], 3),
+        # No node takes its Pod: said at once by the whole look, not waited out.
+        ([[_pod("e-3", "Pending")], [_unschedulable("e-3")]], [False], 1),
+        # Never answers: the deadline ends the probing.
+        ([[_pod("e-3", ip="10.0.0.9")]] * 50, [False] * 50, None),
+    ],
+)
+def test_a_wait_probes_only_the_awaited_members_until_they_answer(reads, answers, probes):
+    reads, answers = iter(reads), iter(answers)
+    asked: list[dict] = []
+    slept: list[float] = []
+
+    def probe(endpoints: dict, addresses: dict) -> bool:
+        asked.append(endpoints)
+        return next(answers)
+
+    deadline = time.monotonic() + (0.3 if probes is None else 60)
+    probe_until_answering(
+        lambda: next(reads),
+        lambda pods: {"endpoints": dns_endpoints(pods, "https", "s"), "addresses": {}},
+        probe,
+        ["e-3"],
+        deadline,
+        sleep=lambda seconds: slept.append(seconds) or time.sleep(0.01),  # type: ignore[func-returns-value]
+    )
+    if probes is not None:
+        assert len(asked) == probes
+    else:
+        assert time.monotonic() >= deadline and asked
+    assert set(slept) == {0.5}
+    assert all(a in ({}, {"e-3": "https://e-3.s:2379"}) for a in asked)

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         "boundary (default: 1800)",
     )
     p.add_argument(
+        "--ansible-fork-server",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fork each playbook run from a process that has imported ansible-playbook "
+        "once, instead of starting ansible-playbook afresh (default: on; docs/operator.md)",
+    )
+    p.add_argument(
         "--shutdown-grace-period",
         type=float,
         default=30.0,

@@ -59,7 +59,12 @@ class Operator:
         pool = 3 * len(namespaces) * len(watches) + args.max_concurrent_reconciles + 8
         self.kube = Kube(load_api_client(args.kubeconfig, pool))
         extra_env = {"KUBECONFIG": str(Path(args.kubeconfig).resolve())} if args.kubeconfig else {}
-        self.runner = PlaybookRunner(REPO_ROOT, args.artifacts_dir.resolve(), extra_env)
+        self.runner = PlaybookRunner(
+            REPO_ROOT,
+            args.artifacts_dir.resolve(),
+            extra_env,
+            forkserver=args.ansible_fork_server,
+        )
         recorder = EventRecorder(self.kube)
         self.controllers = [
             Controller(
@@ -149,6 +154,7 @@ class Operator:
                 )
         for c in self.controllers:
             c.wait_idle(None)
+        self.runner.close()
         if self.elector and not lost:
             self.elector.release()
         log.info("stopped")

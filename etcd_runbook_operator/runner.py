@@ -30,13 +30,16 @@ from typing import Any
 
 import ansible_runner
 import yaml
+from ansible_runner.config.runner import RunnerConfig
 
 from .ansible_callbacks.ero_task_boundary import STOPPED_RC
 from .config import Target
+from .forkserver import ForkServer
 
 log = logging.getLogger(__name__)
 
 CALLBACK_DIR = Path(__file__).resolve().parent / "ansible_callbacks"
+FACT_CACHE = "memory"
 
 
 @dataclass
@@ -121,6 +124,7 @@ class PlaybookRunner:
         artifacts_dir: Path,
         extra_env: dict[str, str] | None = None,
         hard_kill_after: float = 60.0,
+        forkserver: bool = False,
     ) -> None:
         self.project_dir = project_dir
         self.artifacts_dir = artifacts_dir
@@ -129,6 +133,35 @@ class PlaybookRunner:
         self._active: dict[int, _ActiveRun] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count()
+        # Started now, so that it is warm before the first run (forkserver.py).
+        self._forkserver = ForkServer(self._run_environment()) if forkserver else None
+        if self._forkserver is not None:
+            self._forkserver.ensure()
+
+    def close(self) -> None:
+        """Stops the fork server, if there is one (runs in flight go on without it)."""
+        with self._lock:
+            server, self._forkserver = self._forkserver, None
+        if server is not None:
+            server.close()
+
+    def _run_environment(self) -> dict[str, str]:
+        """The environment ansible-runner gives every run (its per-run parts aside): what the
+        fork server imports Ansible under."""
+        scratch = Path(tempfile.mkdtemp(prefix="ero-env-"))
+        try:
+            config = RunnerConfig(
+                private_data_dir=str(scratch),
+                project_dir=str(self.project_dir),
+                playbook="playbook.yml",
+                envvars=self._envvars(scratch / "stop", scratch),
+                fact_cache_type=FACT_CACHE,
+                quiet=True,
+            )
+            config.prepare()
+            return {str(k): str(v) for k, v in config.env.items()}
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def stop_all_at_task_boundary(self) -> int:
         """Ask every run in flight to stop before its next task; returns how many."""
@@ -215,6 +248,13 @@ class PlaybookRunner:
         started = time.monotonic()
         try:
             playbook = target.playbook or self._role_playbook(pdd, str(target.role))
+            server = self._forkserver
+            # ansible-playbook itself, or the fork server's client in its place.
+            command = (
+                dict(zip(("binary", "cmdline"), server.client_command(str(playbook)), strict=True))
+                if server
+                else {}
+            )
             soft.start()
             r = ansible_runner.run(
                 private_data_dir=str(pdd),
@@ -229,6 +269,10 @@ class PlaybookRunner:
                 cancel_callback=active.hard_cancel.is_set,
                 event_handler=collector,
                 rotate_artifacts=0,
+                # No facts are gathered; a fact cache per run would only make each run's
+                # environment differ (forkserver.py).
+                fact_cache_type=FACT_CACHE,
+                **command,
             )
             status, rc = str(r.status), int(r.rc if r.rc is not None else -1)
         finally:

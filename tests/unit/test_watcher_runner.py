@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from etcd_runbook_operator.config import Target, Watch
 from etcd_runbook_operator.extravars import build_extravars
 from etcd_runbook_operator.runner import PlaybookRunner, rotate_artifacts
@@ -28,6 +30,25 @@ def widget_watch(playbook: str, **vars_) -> Watch:
     )
 
 
+# Every test runs twice: ansible-playbook started afresh, and forked from the fork server.
+FORKSERVER = {"on": False}
+RUNNERS: list[PlaybookRunner] = []
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["ansible-playbook", "forkserver"])
+def forkserver(request):
+    FORKSERVER["on"] = request.param
+    yield request.param
+    while RUNNERS:
+        RUNNERS.pop().close()
+
+
+def make_runner(tmp_path) -> PlaybookRunner:
+    runner = PlaybookRunner(REPO, tmp_path / "artifacts", forkserver=FORKSERVER["on"])
+    RUNNERS.append(runner)
+    return runner
+
+
 def run(tmp_path, playbook, timeout=60.0, on_stats=None, **vars_):
     watch = widget_watch(playbook, **vars_)
     obj = {
@@ -36,7 +57,7 @@ def run(tmp_path, playbook, timeout=60.0, on_stats=None, **vars_):
         "metadata": {"name": "w", "namespace": "ns"},
         "spec": {"colorName": "blue", "password": SECRET},
     }
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    runner = make_runner(tmp_path)
     return runner, runner.run(
         watch.target,
         build_extravars(watch, obj, watch.target),
@@ -104,7 +125,7 @@ def wait_for(path: Path, timeout: float = 30.0) -> None:
 def test_stop_request_ends_the_run_at_the_next_task_boundary(tmp_path):
     markers = tmp_path / "m"
     markers.mkdir()
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    runner = make_runner(tmp_path)
     watch = widget_watch("sleep.yml", marker_dir=str(markers), nap=3)
     out = {}
     t = threading.Thread(
@@ -149,6 +170,7 @@ def sigterm_run(tmp_path, grace: float):
             str(markers),
             str(grace),
             str(tmp_path / "artifacts"),
+            str(FORKSERVER["on"]),
         ],
         env=env,
         cwd=tmp_path,
@@ -184,7 +206,7 @@ def wait_run(tmp_path, tags: list[str], attempts: int):
     """Start wait.yml in a thread; returns (runner, markers, result holder, thread)."""
     markers = tmp_path / "m"
     markers.mkdir()
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    runner = make_runner(tmp_path)
     watch = widget_watch("wait.yml", marker_dir=str(markers), attempts=attempts, wait_tags=tags)
     out: dict = {}
     t = threading.Thread(
@@ -257,7 +279,7 @@ def test_object_strings_arrive_in_the_run_as_data(tmp_path):
     }
     marker = Path("/tmp/ero-pwned")
     marker.unlink(missing_ok=True)
-    runner = PlaybookRunner(REPO, tmp_path / "artifacts")
+    runner = make_runner(tmp_path)
     res = runner.run(
         watch.target,
         build_extravars(watch, obj, watch.target),

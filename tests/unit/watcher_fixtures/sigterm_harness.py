@@ -1,6 +1,6 @@
 """The watcher's real shutdown path around a real ansible-runner run, with a fake API server.
 
-Usage: sigterm_harness.py MARKER_DIR GRACE_SECONDS ARTIFACTS_DIR
+Usage: sigterm_harness.py MARKER_DIR GRACE_SECONDS ARTIFACTS_DIR FORKSERVER(True|False)
 A Widget whose playbook (sleep.yml) writes markers is reconciled as soon as the process starts;
 the test sends SIGTERM while the first task sleeps and reads the markers and exit code.
 """
@@ -28,6 +28,7 @@ WIDGETS = Resource("test.runbook.io", "v1", "widgets", "Widget")
 def main() -> int:
     logging.basicConfig(level=logging.INFO)
     marker_dir, grace, artifacts = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
+    forkserver = sys.argv[4] == "True"
     kube: Any = FakeKube()
     kube.put_object(
         WIDGETS.path("ns", "w"),
@@ -53,7 +54,7 @@ def main() -> int:
         health_probe_bind_address=("127.0.0.1", 0),
     )
     op.stop, op.started, op.metrics = threading.Event(), threading.Event(), Metrics()
-    op.runner = PlaybookRunner(REPO, artifacts)
+    op.runner = PlaybookRunner(REPO, artifacts, forkserver=forkserver)
     op.controllers = [
         Controller(
             kube,

@@ -126,15 +126,12 @@ class PlanError(ValueError):
 # --- small helpers -------------------------------------------------------------------------
 
 
+# The plan's lists that repair.yml carries out before any membership change: what must not be
+# trusted, who each member is, what is left of members etcd no longer has, what is lost.
+REPAIR_STEPS = ("fence", "record", "relabel", "stale", "replace", "lost", "promote")
 # The plan's lists that act.yml carries out (the budget is compared apart, as it is written).
 ACT_STEPS = (
-    "fence",
-    "record",
-    "relabel",
-    "stale",
-    "replace",
-    "lost",
-    "promote",
+    *REPAIR_STEPS,
     "add",
     "remove",
     "roll",
@@ -1398,6 +1395,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # Whether act.yml has a membership, record, roll or volume step to take (a run with none
     # skips its steps altogether).
     result["steps"] = any(result[step] for step in ACT_STEPS)
+    # Whether act.yml has a repair to make first (most changes have none: one skipped task).
+    result["repair"] = any(result[step] for step in REPAIR_STEPS)
     # Whether the run has anything to change that the plan alone can tell (the Services and
     # the budget are compared with what was seen by the role): a run with nothing skips its
     # change steps in one task.

@@ -323,6 +323,7 @@ def test_a_healthy_cluster_has_nothing_to_do():
     assert actions(p) == {} and p["refusals"] == [] and p["trusted"]
     assert p["pdb_min_available"] == 2 and p["cluster_id"] == CID
     assert p["steps"] is False  # act.yml is not even entered
+    assert p["repair"] is False
 
 
 @pytest.mark.parametrize("size", [4, 5])
@@ -330,6 +331,8 @@ def test_a_step_to_take_is_flagged_for_act(size):
     p = ep.plan(healthy3(size=size))
     assert p["steps"] is True and (p["add"] or p["remove"])
     assert set(ep.ACT_STEPS) <= set(p)
+    # A plain scale has nothing to repair first: repair.yml is skipped in one task.
+    assert p["repair"] is False
 
 
 def test_a_new_cluster_before_its_first_member():
@@ -496,7 +499,8 @@ def test_a_claim_being_restored_is_not_stale_to_a_trusted_cluster():
     p = ep.plan(facts)
     assert p["trusted"] and actions(p) == {} and p["bootstrap"] == []
     facts["claims"][3] = claim(3, joined=False)  # the same claim, no restore behind it
-    assert ep.plan(facts)["stale"] == ["e-3"]
+    p = ep.plan(facts)
+    assert p["stale"] == ["e-3"] and p["repair"] is True  # act.yml goes through repair.yml
 
 
 @pytest.mark.parametrize("claims", [[], [pending(0)]])
@@ -571,7 +575,9 @@ def test_data_loss_without_quorum_is_only_reported():
 def test_joined_members_get_their_identity_recorded_on_their_claim():
     facts = healthy3()
     facts["claims"] = [claim(0, joined=False), claim(1), claim(2)]
-    (rec,) = ep.plan(facts)["record"]
+    p = ep.plan(facts)
+    assert p["repair"] is True and p["steps"] is True
+    (rec,) = p["record"]
     assert rec == {
         "name": "e-0",
         "member_id": "a0",
@@ -600,6 +606,7 @@ def test_a_member_answering_for_another_cluster_is_fenced_and_replaced():
     )
     p = ep.plan(facts)
     assert p["fence"] == [{"name": "e-0", "reason": f"it answers for cluster f0e, not {CID}"}]
+    assert p["repair"] is True
     assert [r["name"] for r in p["replace"]] == ["e-0"] and p["add"] == ["e-3"]
     assert "e-0" not in {r["name"] for r in p["record"]}
 

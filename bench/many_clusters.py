@@ -178,6 +178,11 @@ def section(report: dict[str, Any], command: str) -> str:
             f"{report['memory']['VmHWM']:.1f}",
         ),
         row(
+            "its ansible fork server VmRSS (MiB)",
+            f"{report['memory_base'].get('server', 0.0):.1f}",
+            f"{report['memory'].get('server', 0.0):.1f}",
+        ),
+        row(
             f"operator CPU over {cpu['seconds']:.0f} s of resyncs and full runs (cores)",
             "-",
             f"{cpu['cpu'] / cpu['seconds']:.2f}",

@@ -394,6 +394,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["creates"] = creates
         scales = []
         for name in names:
+            # Each trial from an idle operator: the runs that follow the one before (its new
+            # member turning Ready) would share the operator's CPU with this one.
+            bench.idle()
             scales.append(bench.scale_up(name))
             print(f"scale {name}: {scales[-1]}", flush=True)
         report["scales"] = scales
@@ -528,7 +531,7 @@ Command: `{command}` (run from the repository root; `make bench` runs every benc
 {where}, resync period
 {report["resync"]} s, fullRunInterval {report["full_run_interval"]} (so the skip rule
 answers every resync of an unchanged cluster); the EtcdClusters have 1 member (etcd 3.6,
-TLS on) unless scaled.
+TLS on) unless scaled; each scale starts from an idle operator.
 Machine: 2 cores, load average at the end {report["load"]:.1f}. Medians of the trials, each
 trial listed.
 

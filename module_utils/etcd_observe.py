@@ -169,8 +169,8 @@ class Observer:
     backups: bool = False
 
     def pods(self) -> list[Any]:
-        return self.reader.items(
-            namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1"
+        return lean(
+            self.reader.items(namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1")
         )
 
     def nodes_of(
@@ -203,33 +203,54 @@ class Observer:
         ns, sel = self.namespace, self.selector
         facts = {
             "pods": self.pods(),
-            "claims": self.reader.items(
-                namespaced("v1", ns, "persistentvolumeclaims"), sel, "PersistentVolumeClaim", "v1"
+            "claims": lean(
+                self.reader.items(
+                    namespaced("v1", ns, "persistentvolumeclaims"),
+                    sel,
+                    "PersistentVolumeClaim",
+                    "v1",
+                )
             ),
-            "services": self.reader.items(namespaced("v1", ns, "services"), sel, "Service", "v1"),
-            "budgets": self.reader.items(
-                namespaced("policy/v1", ns, "poddisruptionbudgets"),
-                sel,
-                "PodDisruptionBudget",
-                "policy/v1",
+            "services": lean(
+                self.reader.items(namespaced("v1", ns, "services"), sel, "Service", "v1")
+            ),
+            "budgets": lean(
+                self.reader.items(
+                    namespaced("policy/v1", ns, "poddisruptionbudgets"),
+                    sel,
+                    "PodDisruptionBudget",
+                    "policy/v1",
+                )
             ),
             "secrets": [],
         }
         facts["nodes"] = self.nodes_of(facts["pods"], facts["claims"])
         if self.secret_selector is not None:
-            facts["secrets"] = self.reader.items(
-                namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
+            facts["secrets"] = lean(
+                self.reader.items(
+                    namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
+                )
             )
         if self.backups:
             # Every EtcdBackup of the namespace: the plan picks this cluster's (by clusterName,
             # which no label carries) for the snapshot a minor upgrade starts with.
-            facts["backups"] = self.reader.items(
-                namespaced(BACKUP_GROUP_VERSION, ns, "etcdbackups"),
-                "",
-                "EtcdBackup",
-                BACKUP_GROUP_VERSION,
+            facts["backups"] = lean(
+                self.reader.items(
+                    namespaced(BACKUP_GROUP_VERSION, ns, "etcdbackups"),
+                    "",
+                    "EtcdBackup",
+                    BACKUP_GROUP_VERSION,
+                )
             )
         return facts
+
+
+def lean(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects without metadata.managedFields, which nothing decides on: every fact a run
+    keeps is copied into each task's variables, so its size is paid on every task."""
+    for item in items:
+        (item.get("metadata") or {}).pop("managedFields", None)
+    return items
 
 
 def awaited(wait: dict[str, Any]) -> list[str]:

@@ -145,17 +145,25 @@ def initial_cluster(ns: str, name: str) -> str:
 
 
 def static_objects(
-    ns: str, name: str, image: str, app: str = "etcd-static-bench", label: str = STATIC_LABEL
+    ns: str,
+    name: str,
+    image: str,
+    app: str = "etcd-static-bench",
+    label: str = STATIC_LABEL,
+    durable: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The headless Service and three member Pods, named as the operator names them
     (<name>-<i>.<name>.<ns>.svc.cluster.local), every member listed from the start, labelled
-    `app` and `label`=<name>, data in an emptyDir `data` mounted at /var/lib/etcd."""
+    `app` and `label`=<name>, data in an emptyDir `data` mounted at /var/lib/etcd. `durable`:
+    the data on a claim `<member>-data` each (static_claims) and TLS between members and for
+    clients, from the Secret `<name>-tls` (static_tls_secret)."""
     members = [f"{name}-{i}" for i in range(SIZE)]
+    scheme = "https" if durable else "http"
 
     def fqdn(member: str) -> str:
         return member_fqdn(ns, name, member)
 
-    initial = initial_cluster(ns, name)
+    initial = initial_cluster(ns, name).replace("http://", f"{scheme}://")
     labels = {"app.kubernetes.io/name": app, label: name}
     service = {
         "apiVersion": "v1",
@@ -177,15 +185,34 @@ def static_objects(
         args = [
             f"--name={member}",
             "--data-dir=/var/lib/etcd/data",
-            "--listen-peer-urls=http://0.0.0.0:2380",
-            "--listen-client-urls=http://0.0.0.0:2379",
+            f"--listen-peer-urls={scheme}://0.0.0.0:2380",
+            f"--listen-client-urls={scheme}://0.0.0.0:2379",
             "--listen-metrics-urls=http://0.0.0.0:2381",
-            f"--advertise-client-urls=http://{fqdn(member)}:2379",
-            f"--initial-advertise-peer-urls=http://{fqdn(member)}:2380",
+            f"--advertise-client-urls={scheme}://{fqdn(member)}:2379",
+            f"--initial-advertise-peer-urls={scheme}://{fqdn(member)}:2380",
             f"--initial-cluster={initial}",
             "--initial-cluster-state=new",
             f"--initial-cluster-token={name}",
         ]
+        mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
+        volumes: list[dict[str, Any]] = [{"name": "data", "emptyDir": {}}]
+        if durable:
+            tls = "/etc/etcd/tls"
+            args += [
+                "--client-cert-auth=true",
+                f"--trusted-ca-file={tls}/ca.crt",
+                f"--cert-file={tls}/tls.crt",
+                f"--key-file={tls}/tls.key",
+                "--peer-client-cert-auth=true",
+                f"--peer-trusted-ca-file={tls}/ca.crt",
+                f"--peer-cert-file={tls}/tls.crt",
+                f"--peer-key-file={tls}/tls.key",
+            ]
+            mounts.append({"name": "tls", "mountPath": tls, "readOnly": True})
+            volumes = [
+                {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}},
+                {"name": "tls", "secret": {"secretName": f"{name}-tls", "defaultMode": 0o440}},
+            ]
         pods.append(
             {
                 "apiVersion": "v1",
@@ -227,14 +254,55 @@ def static_objects(
                                 "runAsNonRoot": True,
                                 "capabilities": {"drop": ["ALL"]},
                             },
-                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                            "volumeMounts": mounts,
                         }
                     ],
-                    "volumes": [{"name": "data", "emptyDir": {}}],
+                    "volumes": volumes,
                 },
             }
         )
     return service, pods
+
+
+def static_claims(name: str) -> list[dict[str, Any]]:
+    """A claim per member from the default StorageClass, as the operator's (1Gi)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": f"{name}-{i}-data", "labels": {STATIC_LABEL: name}},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        for i in range(SIZE)
+    ]
+
+
+def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
+    """A CA and one certificate for every member's peer and client port (made before the
+    clock starts: the operator's cluster makes its own inside its clock)."""
+    import ansible.module_utils
+
+    if str(REPO / "module_utils") not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(str(REPO / "module_utils"))
+    from ansible.module_utils.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
+
+    ca = create_ca(f"{name}.{ns} bench CA", 1)
+    sans = [f"DNS:*.{name}.{ns}.svc.cluster.local", f"DNS:{name}.{ns}.svc.cluster.local"]
+    cert, key = issue_cert(ca, Profile(name, tuple(sans), ("serverAuth", "clientAuth")), 1)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{name}-tls", "labels": {STATIC_LABEL: name}},
+        "type": "kubernetes.io/tls",
+        "stringData": {
+            "ca.crt": cert_pem(ca.cert),
+            "tls.crt": cert_pem(cert),
+            "tls.key": key_pem(key),
+        },
+    }
 
 
 def pod_artifacts(k8s: K8sCluster, workdir: Path) -> Callable[[str], None]:
@@ -296,34 +364,45 @@ class Run:
         return f"{obj['spec']['repository']}:v{obj['spec']['version']}"
 
     # --- static --------------------------------------------------------------------------
-    def static_trial(self, name: str, image: str) -> dict[str, float]:
-        service, pods = static_objects(self.ns, name, image)
+    def static_trial(self, name: str, image: str, durable: bool = False) -> dict[str, float]:
+        service, pods = static_objects(self.ns, name, image, durable=durable)
         members = [p["metadata"]["name"] for p in pods]
+        core = f"/api/v1/namespaces/{self.ns}"
+        if durable:
+            self.kube.create(f"{core}/secrets", static_tls_secret(self.ns, name))
         load = load1()
         started = time.monotonic()
-        self.kube.create(f"/api/v1/namespaces/{self.ns}/services", service)
+        self.kube.create(f"{core}/services", service)
+        for claim in static_claims(name) if durable else []:
+            self.kube.create(f"{core}/persistentvolumeclaims", claim)
         for pod in pods:
             self.kube.create(self.pods_path(), pod)
+        # The metrics port serves /health over plain http either way.
         wait_for(
-            lambda: all(healthy(self.kube, self.ns, m, 2379) for m in members),
+            lambda: all(healthy(self.kube, self.ns, m, 2381) for m in members),
             600,
             0.25,
             f"static {name}: 3 members healthy",
         )
         seconds = time.monotonic() - started
-        self.static_delete(name, members)
+        self.static_delete(name, members, durable)
         return {"healthy": seconds, "load": load}
 
-    def static_delete(self, name: str, members: list[str]) -> None:
+    def static_delete(self, name: str, members: list[str], durable: bool = False) -> None:
+        core = f"/api/v1/namespaces/{self.ns}"
         for member in members:
             self.kube.delete(self.pods_path(member))
-        self.kube.delete(f"/api/v1/namespaces/{self.ns}/services/{name}")
+        self.kube.delete(f"{core}/services/{name}")
         wait_for(
             lambda: all(gone(self.kube, self.pods_path(m)) for m in members),
             300,
             1,
             f"static {name}'s Pods gone",
         )
+        if durable:
+            for member in members:
+                self.kube.delete(f"{core}/persistentvolumeclaims/{member}-data")
+            self.kube.delete(f"{core}/secrets/{name}-tls")
 
     # --- operator ------------------------------------------------------------------------
     def operator_trial(self, name: str) -> dict[str, Any]:
@@ -543,10 +622,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         image = r.image()
         report["image"] = image
         statics: list[dict[str, Any]] = []
+        durables: list[dict[str, Any]] = []
         operators: list[dict[str, Any]] = []
         for i in range(args.trials):
             statics.append(r.static_trial(f"static-{i}", image))
             print(f"static {i}: {statics[-1]}", flush=True)
+            durables.append(r.static_trial(f"durable-{i}", image, durable=True))
+            print(f"static with claims and TLS {i}: {durables[-1]}", flush=True)
             name = f"op-{i}"
             operators.append(r.operator_trial(name))
             print(f"operator {i}: {json.dumps(operators[-1])}", flush=True)
@@ -555,6 +637,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if i < args.trials - 1:
                 r.operator_delete(name)
         report["static"], report["operator"] = statics, operators
+        report["static_durable"] = durables
         name = f"op-{args.trials - 1}"
         heals: list[dict[str, Any]] = []
         for i in range(args.trials):
@@ -626,9 +709,11 @@ def where_the_time_goes(operators: list[dict[str, Any]]) -> str:
 
 def section(report: dict[str, Any], command: str) -> str:
     static = [s["healthy"] for s in report["static"]]
+    durable = [s["healthy"] for s in report.get("static_durable") or []]
     op_healthy = [o["healthy"] for o in report["operator"]]
     op_avail = [o["available"] for o in report["operator"]]
     ratio = median(op_avail) / median(static)
+    ratio_durable = median(op_avail) / median(durable) if durable else float("nan")
     ratio_healthy = median(op_healthy) / median(static)
     per_trial_ratio = [a / s for a, s in zip(op_avail, static, strict=True)]
     loads = [s["load"] for s in report["static"]] + [o["load"] for o in report["operator"]]
@@ -639,6 +724,11 @@ def section(report: dict[str, Any], command: str) -> str:
             "static: first POST -> 3 members' /health true",
             fmt(static),
             f"{median(static):.1f}",
+        ),
+        row(
+            "static with a claim per member and TLS: first POST -> 3 members' /health true",
+            fmt(durable),
+            f"{median(durable):.1f}" if durable else "",
         ),
         row(
             "operator: POST -> 3 members' /health true",
@@ -683,9 +773,15 @@ claims, before the next trial.
   PersistentVolumeClaim per member, a client Service and a PodDisruptionBudget; it starts every
   member at once too (claims first), then waits for each to be healthy and records its
   identity on its claim before it reports Available, which the static cluster does not do.
+- **static with a claim per member and TLS**: the same Pods, each with its data on a
+  PersistentVolumeClaim of the default StorageClass (made with the Pods, inside the clock) and
+  TLS between members and for clients (a CA and one certificate made before the clock starts),
+  the parts of the operator's cluster that hold data safely. It has no client Service, budget
+  or identity record.
 - clocks: static, from the first POST to all three members answering etcd's `/health` with
-  true (polled through the API server's pod proxy every 0.25 s); operator, from the POST of the
-  EtcdCluster to its status saying Available=True with 3 ready members for the current
+  true (on the metrics port, polled through the API server's pod proxy every 0.25 s);
+  operator, from the POST of the EtcdCluster to its status saying Available=True with 3 ready
+  members for the current
   generation (also noted: when all three members first answered `/health`, on the metrics
   port).
 
@@ -699,7 +795,7 @@ Whole run {report["minutes"]:.0f} min, {report["trials"]} trials of each.
 
 **Ratio of medians, operator Available / static: {ratio:.2f}** (goal <= {RATIO_GOAL}: {verdict}
 it); per trial {fmt(per_trial_ratio, 2)}. To all three members healthy, before the status says
-so: {ratio_healthy:.2f}.
+so: {ratio_healthy:.2f}. **Against the static cluster with claims and TLS: {ratio_durable:.2f}.**
 
 Where the operator's time went (ansible-runner artifacts of each trial's EtcdCluster; task
 seconds summed over its runs):

@@ -201,7 +201,7 @@ class Observer:
 
     def kubernetes(self) -> dict[str, Any]:
         ns, sel = self.namespace, self.selector
-        facts = {
+        facts: dict[str, Any] = {
             "pods": self.pods(),
             "claims": lean(
                 self.reader.items(

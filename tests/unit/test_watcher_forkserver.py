@@ -114,13 +114,19 @@ def server_children(server: ForkServer) -> list[int]:
     return found
 
 
-def test_a_run_ends_with_its_client(tmp_path, server):
+def sleeping_run(tmp_path, server: ForkServer) -> subprocess.Popen:
+    """A forked run of forked.yml, returned once its task sleeps (its shell wrote its pid)."""
     proc = forked_run(tmp_path, server, dict(server._env), nap=60)
     sleeper = tmp_path / "m" / "sleeper"
     deadline = time.monotonic() + 60
     while not sleeper.exists() or not sleeper.read_text().strip():
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.1)
+    return proc
+
+
+def test_a_run_ends_with_its_client(tmp_path, server):
+    proc = sleeping_run(tmp_path, server)
     assert len(server_children(server)) == 2, "a keeper and its run"
     proc.kill()  # as ansible-runner's hard cancel does
     proc.wait(10)
@@ -131,12 +137,7 @@ def test_a_run_ends_with_its_client(tmp_path, server):
 
 
 def test_signals_to_the_client_reach_the_run(tmp_path, server):
-    proc = forked_run(tmp_path, server, dict(server._env), nap=60)
-    sleeper = tmp_path / "m" / "sleeper"
-    deadline = time.monotonic() + 60
-    while not sleeper.exists() or not sleeper.read_text().strip():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
+    proc = sleeping_run(tmp_path, server)
     proc.send_signal(signal.SIGINT)  # ansible-runner's terminate begins so
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode != 0 and "User interrupted execution" in out, out

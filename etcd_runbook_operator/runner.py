@@ -248,12 +248,9 @@ class PlaybookRunner:
         started = time.monotonic()
         try:
             playbook = target.playbook or self._role_playbook(pdd, str(target.role))
-            server = self._forkserver
-            # ansible-playbook itself, or the fork server's client in its place.
-            command = (
-                dict(zip(("binary", "cmdline"), server.client_command(str(playbook)), strict=True))
-                if server
-                else {}
+            # The fork server's client in place of ansible-playbook (None: ansible-playbook).
+            binary, cmdline = (
+                self._forkserver.client_command(str(playbook)) if self._forkserver else (None, None)
             )
             soft.start()
             r = ansible_runner.run(
@@ -272,7 +269,8 @@ class PlaybookRunner:
                 # No facts are gathered; a fact cache per run would only make each run's
                 # environment differ (forkserver.py).
                 fact_cache_type=FACT_CACHE,
-                **command,
+                binary=binary,
+                cmdline=cmdline,
             )
             status, rc = str(r.status), int(r.rc if r.rc is not None else -1)
         finally:

@@ -14,13 +14,15 @@ description:
     M(etcd_cluster_info) would, using the CA of the server Secret and the client pair of the
     client Secret.
   - No answer from etcd is not a failure; RV(info) is then empty and RV(info_error) says why.
-  - With O(wait_for.member) or O(wait_for.members), looks again every second until etcd
-    reports each of those members healthy, and fails with every fact of the last look when
-    O(wait_for.timeout) passes, or at once when the scheduler finds no node for the Pod of one
-    still awaited.
+  - With O(wait_for.member) or O(wait_for.members), asks those members for their own status
+    twice a second, and looks at everything again once they answer, until etcd reports each
+    of them healthy. Fails with every fact of the last look when O(wait_for.timeout) passes
+    or O(wait_for.stop_file) appears, or at once when the scheduler finds no node for the Pod
+    of one still awaited.
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
     none of the Pods it names is being deleted; then looks as usual. When some are still there
-    once O(wait_for.timeout) has passed, it fails with every fact of the look. (A Pod being
+    once O(wait_for.timeout) has passed or O(wait_for.stop_file) appeared, it fails with every
+    fact of the look. (A Pod being
     deleted on a lost node never goes, so leave it out.)
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
@@ -118,6 +120,13 @@ options:
         description: Seconds to keep looking.
         type: float
         required: true
+      stop_file:
+        description:
+          - A file whose existence ends the wait early, with the facts of the last look and
+            RV(reason) C(Stopped) (the runbooks pass the watcher's C(ERO_STOP_FILE), with which
+            it asks a run to stop at its next task boundary).
+          - Unset or empty, only O(wait_for.timeout) ends the wait.
+        type: path
 attributes:
   check_mode:
     support: full
@@ -213,7 +222,7 @@ info_error:
   type: str
 reason:
   description: A short word for the failure (for example V(Forbidden), V(Timeout),
-    V(Unschedulable)).
+    V(Unschedulable), V(Stopped)).
   returned: failed
   type: str
 """
@@ -257,6 +266,7 @@ def argument_spec() -> dict[str, Any]:
                 "members": {"type": "list", "elements": "str", "default": []},
                 "pods_gone": {"type": "list", "elements": "str", "default": []},
                 "timeout": {"type": "float", "required": True},
+                "stop_file": {"type": "path"},
             },
         },
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -259,18 +260,31 @@ def awaited(wait: dict[str, Any]) -> list[str]:
     return [n for n in names if n]
 
 
+def stop_asked(stop_file: str) -> bool:
+    """Whoever started the run asks it to stop by creating this file (the watcher's
+    ERO_STOP_FILE): a read-only wait may end early, as a wait tagged `interruptible` may between
+    its attempts. No file named, never."""
+    return bool(stop_file) and os.path.exists(stop_file)
+
+
+def never() -> bool:
+    return False
+
+
 def wait_pods_gone(
     observer: Observer,
     names: list[str],
     deadline: float,
     sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], bool] = never,
 ) -> list[str]:
-    """Reads only the Pods until none of `names` is being deleted or `deadline` (monotonic)
-    passes; the names of those still going. Only the named: a Pod being deleted on a lost node
-    never goes (no kubelet confirms it), and the plan leaves it out."""
+    """Reads only the Pods until none of `names` is being deleted, `deadline` (monotonic)
+    passes or the run is asked to stop; the names of those still going. Only the named: a Pod
+    being deleted on a lost node never goes (no kubelet confirms it), and the plan leaves it
+    out."""
     wanted = set(names)
     going = [n for n in leaving(observer.pods()) if n in wanted]
-    while going and time.monotonic() < deadline:
+    while going and time.monotonic() < deadline and not stopped():
         sleep(GONE_INTERVAL)
         going = [n for n in leaving(observer.pods()) if n in wanted]
     return going
@@ -379,11 +393,13 @@ def probe_until_answering(
     members: list[str],
     deadline: float,
     sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], bool] = never,
 ) -> None:
     """Reads only the member Pods and asks only `members` for their own status, every
-    PROBE_INTERVAL, until they answer, the scheduler finds no node for one of them, or
-    `deadline` (monotonic) passes: the caller then looks at everything again."""
-    while time.monotonic() < deadline:
+    PROBE_INTERVAL, until they answer, the scheduler finds no node for one of them, `deadline`
+    (monotonic) passes or the run is asked to stop: the caller then looks at everything
+    again."""
+    while time.monotonic() < deadline and not stopped():
         sleep(PROBE_INTERVAL)
         seen = pods()
         if any(unschedulable(seen, m) for m in members):
@@ -420,7 +436,12 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     )
     wait = params.get("wait_for") or {}
     deadline = time.monotonic() + float(wait.get("timeout") or 0)
-    going = wait_pods_gone(observer, wait["pods_gone"], deadline) if wait.get("pods_gone") else []
+    stopped = partial(stop_asked, str(wait.get("stop_file") or ""))
+    going = (
+        wait_pods_gone(observer, wait["pods_gone"], deadline, stopped=stopped)
+        if wait.get("pods_gone")
+        else []
+    )
     while True:
         observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()
@@ -447,6 +468,10 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 result["addresses"],
             )
         result["state_dir"] = forwarder.state_dir if forwarder else ""
+        if going and stopped():
+            result["wait_error"] = f"the run was asked to stop: {', '.join(going)} still going"
+            result["wait_reason"] = "Stopped"
+            return result
         if going:
             # The facts go back with the failure, as below.
             result["wait_error"] = (
@@ -471,6 +496,14 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 f"{result['info_error'] or 'etcd does not report it healthy yet'}"
             )
             return result
+        if stopped():
+            # Nothing was changed; the run ends at its next task boundary (the watcher's
+            # ero_task_boundary), so no task acts on this look.
+            result["wait_error"] = (
+                f"the run was asked to stop while member {', '.join(waiting)} was awaited"
+            )
+            result["wait_reason"] = "Stopped"
+            return result
         if not etcd.get("enabled"):
             time.sleep(PROBE_INTERVAL)
             continue
@@ -480,4 +513,5 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             partial(answering, tls=tls, members=waiting),
             waiting,
             deadline,
+            stopped=stopped,
         )

@@ -1,11 +1,14 @@
 """etcd_cluster_observe against the real local Kubernetes: it sees exactly the objects that
 carry the selector, with the credentials of a kubeconfig or of a ServiceAccount token, and a
-denied read is a clear failure naming the resource."""
+denied read is a clear failure naming the resource; a wait ends when the run is asked to
+stop."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +159,52 @@ def test_a_token_without_rights_fails_naming_what_was_denied(k8s_cluster, k8s_na
         what="the granted read",
     )
     assert granted["pods"] == [] and granted["secrets"] == []
+
+
+def _held_pod(name: str) -> dict:
+    """A member Pod that no node takes and a finalizer keeps once it is deleted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": _labels(), "finalizers": ["example.com/hold"]},
+        "spec": {
+            "nodeSelector": {"example.com/no-such-node": "true"},
+            "containers": [{"name": "etcd", "image": "example.invalid/etcd:none"}],
+        },
+    }
+
+
+@pytest.mark.parametrize("waiting_on", ["member", "pods_gone"])
+def test_a_stop_file_ends_a_wait_that_would_last_minutes(
+    k8s_cluster, k8s_namespace, tmp_path, waiting_on
+):
+    ns = k8s_namespace
+    _apply(k8s_cluster, ns, _held_pod("obs-0"))
+    try:
+        if waiting_on == "pods_gone":
+            k8s_cluster.kubectl("-n", ns, "delete", "pod", "obs-0", "--wait=false")
+        stop = tmp_path / "stop"
+        wait: dict = {"timeout": 300, "stop_file": str(stop)}
+        wait[waiting_on] = "obs-0" if waiting_on == "member" else ["obs-0"]
+        asking = threading.Timer(3, stop.touch)
+        asking.start()
+        started = time.monotonic()
+        result = _run(
+            k8s_cluster.kubeconfig,
+            {
+                "namespace": ns,
+                "selector": SELECTOR,
+                "etcd": {"enabled": True, "dns_suffix": f"obs.{ns}.svc.cluster.local"},
+                "wait_for": wait,
+            },
+        )
+        took = time.monotonic() - started
+        asking.join()
+        assert result.get("failed") and result["reason"] == "Stopped", result
+        assert "asked to stop" in result["msg"]
+        # The facts of the last look go back with it, as on a timeout.
+        assert [p["metadata"]["name"] for p in result["pods"]] == ["obs-0"]
+        assert 3 <= took < 30, took
+    finally:
+        unhold = '{"metadata":{"finalizers":null}}'
+        k8s_cluster.kubectl("-n", ns, "patch", "pod", "obs-0", "--type=merge", "-p", unhold)

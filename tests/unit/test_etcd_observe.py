@@ -23,6 +23,7 @@ from ansible.module_utils.etcd_observe import (
     pod_addresses,
     probe_until_answering,
     running,
+    stop_asked,
     tls_files,
     unschedulable,
     wait_pods_gone,
@@ -360,3 +361,38 @@ def test_a_wait_probes_only_the_awaited_members_until_they_answer(reads, answers
         assert time.monotonic() >= deadline and asked
     assert set(slept) == {0.5}
     assert all(a in ({}, {"e-3": "https://e-3.s:2379"}) for a in asked)
+
+
+def test_a_stop_is_asked_only_by_a_file_that_exists(tmp_path):
+    there = tmp_path / "stop"
+    assert not stop_asked("")
+    assert not stop_asked(str(there))
+    there.touch()
+    assert stop_asked(str(there))
+
+
+def test_a_stop_ends_the_wait_for_pods_going_without_waiting_out_the_deadline():
+    reader = _Going([[_pod("e-1", deleting=True)]])
+    observer = Observer(reader, "ns", "a=b", None, 5.0)
+    asked = iter([False, False, True])
+    started = time.monotonic()
+    still = wait_pods_gone(observer, ["e-1"], started + 60, lambda s: None, lambda: next(asked))
+    assert still == ["e-1"] and reader.listed == 3
+    assert time.monotonic() - started < 5
+
+
+def test_a_stop_ends_the_probing_without_waiting_out_the_deadline():
+    asked = iter([False, True])
+    probes: list[dict] = []
+    started = time.monotonic()
+    probe_until_answering(
+        lambda: [_pod("e-3", ip="10.0.0.9")],
+        lambda pods: {"endpoints": dns_endpoints(pods, "https", "s"), "addresses": {}},
+        lambda endpoints, addresses: probes.append(endpoints) or False,  # type: ignore[func-returns-value]
+        ["e-3"],
+        started + 60,
+        sleep=lambda seconds: None,
+        stopped=lambda: next(asked),
+    )
+    assert len(probes) == 1
+    assert time.monotonic() - started < 5

@@ -22,8 +22,7 @@ description:
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
     none of the Pods it names is being deleted; then looks as usual. When some are still there
     once O(wait_for.timeout) has passed or O(wait_for.stop_file) appeared, it fails with every
-    fact of the look. (A Pod being
-    deleted on a lost node never goes, so leave it out.)
+    fact of the look. (A Pod being deleted on a lost node never goes, so leave it out.)
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
 version_added: "0.2.0"

@@ -169,10 +169,15 @@ class Observer:
     timeout: float
     backups: bool = False
 
+    def listed(
+        self, group_version: str, resource: str, kind: str, selector: str
+    ) -> list[dict[str, Any]]:
+        """The namespace's objects of one kind that carry `selector`, made lean."""
+        path = namespaced(group_version, self.namespace, resource)
+        return lean(self.reader.items(path, selector, kind, group_version))
+
     def pods(self) -> list[Any]:
-        return lean(
-            self.reader.items(namespaced("v1", self.namespace, "pods"), self.selector, "Pod", "v1")
-        )
+        return self.listed("v1", "pods", "Pod", self.selector)
 
     def nodes_of(
         self, pods: list[dict[str, Any]], claims: list[dict[str, Any]]
@@ -201,48 +206,21 @@ class Observer:
         return seen
 
     def kubernetes(self) -> dict[str, Any]:
-        ns, sel = self.namespace, self.selector
+        sel = self.selector
         facts: dict[str, Any] = {
             "pods": self.pods(),
-            "claims": lean(
-                self.reader.items(
-                    namespaced("v1", ns, "persistentvolumeclaims"),
-                    sel,
-                    "PersistentVolumeClaim",
-                    "v1",
-                )
-            ),
-            "services": lean(
-                self.reader.items(namespaced("v1", ns, "services"), sel, "Service", "v1")
-            ),
-            "budgets": lean(
-                self.reader.items(
-                    namespaced("policy/v1", ns, "poddisruptionbudgets"),
-                    sel,
-                    "PodDisruptionBudget",
-                    "policy/v1",
-                )
-            ),
+            "claims": self.listed("v1", "persistentvolumeclaims", "PersistentVolumeClaim", sel),
+            "services": self.listed("v1", "services", "Service", sel),
+            "budgets": self.listed("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", sel),
             "secrets": [],
         }
         facts["nodes"] = self.nodes_of(facts["pods"], facts["claims"])
         if self.secret_selector is not None:
-            facts["secrets"] = lean(
-                self.reader.items(
-                    namespaced("v1", ns, "secrets"), self.secret_selector, "Secret", "v1"
-                )
-            )
+            facts["secrets"] = self.listed("v1", "secrets", "Secret", self.secret_selector)
         if self.backups:
             # Every EtcdBackup of the namespace: the plan picks this cluster's (by clusterName,
             # which no label carries) for the snapshot a minor upgrade starts with.
-            facts["backups"] = lean(
-                self.reader.items(
-                    namespaced(BACKUP_GROUP_VERSION, ns, "etcdbackups"),
-                    "",
-                    "EtcdBackup",
-                    BACKUP_GROUP_VERSION,
-                )
-            )
+            facts["backups"] = self.listed(BACKUP_GROUP_VERSION, "etcdbackups", "EtcdBackup", "")
         return facts
 
 

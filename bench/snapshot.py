@@ -25,16 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
-
 from bench.docs_section import write_section
 from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
+from bench.project_module_utils import use_project_module_utils
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot throughput"
 
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
+use_project_module_utils()
 
 
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -68,6 +69,17 @@ def ready(pod: dict[str, Any]) -> bool:
         c["type"] == "Ready" and c["status"] == "True"
         for c in pod.get("status", {}).get("conditions", [])
     )
+
+
+def stamp(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def node_ready_since(k8s: K8sCluster, node: str, status: str) -> str:
+    """When `node`'s Ready condition turned `status`, or '' while it is not that."""
+    obj = json.loads(k8s.kubectl("get", "node", node, "-o", "json").stdout)
+    ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+    return str(ready["lastTransitionTime"]) if ready["status"] == status else ""
 
 
 def wait_degraded(k8s: K8sCluster, ns: str, name: str, reason: str, timeout: float) -> Any:
@@ -264,18 +276,34 @@ def test_members_on_a_lost_node_are_replaced_elsewhere_and_never_come_back(
                 "bystander", size=1, pod={"nodeSelector": {"kubernetes.io/hostname": "erop-node0"}}
             ),
         )
+        lost_at: dict[str, datetime] = {}
         for name in ("waited", "forgotten"):
             obj = wait_degraded(k8s, ns, name, "NodeLost", 180)
             noticed = time.monotonic() - started
-            message = condition(obj, "Degraded")["message"]
-            assert f"{victims[name][0]}: its node {node} " in message, message
-            # The node's Lease went unrenewed (watches.yaml nodeSilence), well before
-            # Kubernetes marks the node NotReady (50 s).
-            assert noticed < 30, (name, noticed, message)
+            degraded = condition(obj, "Degraded")
+            assert f"{victims[name][0]}: its node {node} " in degraded["message"], degraded
             assert condition(obj, "Available")["status"] == "True"
+            lost_at[name] = stamp(degraded["lastTransitionTime"])
         print(f"node {node} stopped: NodeLost after {noticed:.1f}s")
         wait_available(k8s, ns, "bystander", 1, 120)
         print(f"a cluster created meanwhile Available after {time.monotonic() - started:.1f}s")
+        # The node's Lease went unrenewed (watches.yaml nodeSilence): the operator says so
+        # before Kubernetes marks the node NotReady (node-monitor-grace-period after the last
+        # renewal). Compared by the two conditions' transition times, not by a budget of
+        # seconds since the stop: that varies with where in the kubelet's 10 s renewal cycle
+        # the stop fell, and with the load of the runs it starts (21-31 s seen on 2 cores).
+        not_ready_at = stamp(
+            k8s.wait_for(
+                lambda: node_ready_since(k8s, node, "Unknown"),
+                timeout=120,
+                interval=1,
+                what=f"node {node} NotReady",
+            )
+        )
+        for name, lost in lost_at.items():
+            ahead = (not_ready_at - lost).total_seconds()
+            print(f"{name}: NodeLost {ahead:.0f}s before Kubernetes marked {node} NotReady")
+            assert ahead > 0, (name, lost, not_ready_at)
 
         # spec.nodeLossTimeout passed: the member is removed, then a fresh one joins elsewhere.
         replaced(k8s, ns, "waited", victims["waited"][1], 300)

@@ -1,19 +1,21 @@
 """Session fixture for the local Kubernetes test bed (hack/cluster, docs/local-cluster.md).
 
 `k8s_cluster` runs `hack/cluster up` once per session (a running cluster is reused) and fails,
-never skips, when the cluster cannot come up. `k8s_namespace` gives each test its own namespace
-and deletes it afterwards.
+never skips, when the cluster cannot come up, and first deletes the test namespaces a killed run
+left behind. `k8s_namespace` gives each test its own namespace and deletes it afterwards.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client, config
@@ -89,13 +91,65 @@ def k8s_cluster() -> K8sCluster:
     bin_dir = Path(run_cluster("bin", timeout=30))
     if not kubeconfig.is_file():
         pytest.fail(f"hack/cluster up printed {kubeconfig}, which is not a file")
-    return K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
+    k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
+    _clear_abandoned_namespaces(k8s)
+    return k8s
+
+
+# Each test namespace names the test process that made it, so a later session can tell the
+# namespaces of a run that was killed (or of a machine that restarted) from those of a run
+# still going beside it.
+OWNER = "test.etcd.runbook.io/owner"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _this_process() -> str:
+    return f"{BOOT_ID.read_text().strip()}/{os.getpid()}"
+
+
+def abandoned(
+    namespaces: list[dict[str, Any]], boot_id: str, alive: Callable[[int], bool]
+) -> list[str]:
+    """The test namespaces (t-*) whose owner process is gone: made before the machine last
+    started, or by a process that has ended. One without an owner is left alone: nothing says
+    whose it is."""
+    gone = []
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        owner = str((meta.get("annotations") or {}).get(OWNER) or "")
+        if not name.startswith("t-") or "/" not in owner:
+            continue
+        boot, _, pid = owner.partition("/")
+        if boot != boot_id or not pid.isdigit() or not alive(int(pid)):
+            gone.append(name)
+    return sorted(gone)
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _clear_abandoned_namespaces(k8s: K8sCluster) -> None:
+    """Delete what a killed test run left: its EtcdClusters would otherwise keep running etcd
+    (and loading this run), and with no operator to finalize them hold their namespace in
+    Terminating for good."""
+    listed = json.loads(k8s.kubectl("get", "namespaces", "-o", "json").stdout)["items"]
+    for name in abandoned(listed, BOOT_ID.read_text().strip(), _alive):
+        print(f"deleting {name}, left by a test run that has ended")
+        _release_finalizers(k8s, name)
+        k8s.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture
 def k8s_namespace(k8s_cluster: K8sCluster) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
-    k8s_cluster.kubectl("create", "namespace", name)
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "annotations": {OWNER: _this_process()}},
+    }
+    k8s_cluster.kubectl("create", "-f", "-", input=json.dumps(manifest))
     try:
         yield name
     finally:

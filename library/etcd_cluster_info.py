@@ -16,6 +16,9 @@ description:
   - A member that does not answer is reported unhealthy (with the reason in its C(errors)),
     which is not a failure of the module; the module fails only when no endpoint answers the
     member list.
+  - An endpoint that did not answer its status is asked nothing more while another one
+    answered (its view carries only C(errors)), and the calls made through any one endpoint
+    go first to those that answered; so a hung member costs the look one call timeout.
   - A member counts as healthy when it answers its status, reports no errors and knows a
     leader.
   - Never changes anything; runs the same in check mode.

@@ -277,6 +277,7 @@ class EtcdClient:
         self._authenticated = False
         self._credentials_cache: grpc.ChannelCredentials | None = None
         self._distrusted: set[str] = set()
+        self._preferred: list[str] = []
 
     def __enter__(self) -> EtcdClient:
         return self
@@ -393,6 +394,15 @@ class EtcdClient:
     def trusted(self, urls: Sequence[str]) -> list[str]:
         return [url for url in urls if url.strip().rstrip("/") not in self._distrusted]
 
+    def prefer(self, urls: Sequence[str]) -> None:
+        """Send the calls made through any one of the given endpoints to these first, in this
+        order (the others after them, as given): those known to answer."""
+        self._preferred = [url.strip().rstrip("/") for url in urls]
+
+    def _in_preferred_order(self, urls: Sequence[str]) -> list[str]:
+        rank = {url: i for i, url in enumerate(self._preferred)}
+        return sorted(urls, key=lambda url: rank.get(url.strip().rstrip("/"), len(rank)))
+
     def _on_cluster(
         self,
         operation: str,
@@ -404,7 +414,7 @@ class EtcdClient:
         """Run `fn` on the first trusted endpoint (of `via`, default the given ones) that
         answers."""
         failures: list[EtcdModuleError] = []
-        urls = self.trusted(via or self.params.endpoints)
+        urls = self.trusted(via or self._in_preferred_order(self.params.endpoints))
         if not urls:
             raise EtcdUnreachableError(
                 f"{operation}: every endpoint belongs to another cluster than "

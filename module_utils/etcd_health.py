@@ -112,9 +112,21 @@ def _views(
 ) -> tuple[MemberView, list[MemberView]]:
     """The chosen view and every view, members not among the given endpoints asked too. Only
     an endpoint that knows a leader is asked for a linearizable list: without one it could only
-    time out."""
+    time out. Nor, while another endpoint answered, is one that did not answer its status
+    asked at all: a hung member (a lost node, a stopped process) would make the look wait out
+    the call timeout once more."""
     led = {s.endpoint for s in statuses if s.leader}
-    views = client.member_views(urls, linearizable=led)
+    mute = {s.endpoint: s for s in statuses if s.member_id is None}
+    if len(mute) == len(statuses):
+        mute = {}
+    answering = [url for url in urls if client.endpoint(url).url not in mute]
+    views = client.member_views(answering, linearizable=led) + [
+        MemberView(
+            endpoint=status.endpoint,
+            errors=[f"not asked for its member list: {'; '.join(status.errors) or 'no answer'}"],
+        )
+        for status in mute.values()
+    ]
     chosen = choose_view(views, client.params.cluster_id)
     if chosen is not None and client.params.advertised:
         heard = {v.member_id for v in views if v.cluster_id}
@@ -158,6 +170,12 @@ def cluster_health(client: EtcdClient) -> ClusterHealth:
     """Member list plus the status of every member (raises only if no endpoint answers)."""
     given = list(client.params.endpoints)
     statuses = client.statuses(given)
+    # The calls made through any one endpoint (alarms, the cluster version) go first to those
+    # that answered, healthy ones first, instead of waiting on a hung one that comes first.
+    client.prefer(
+        [s.endpoint for s in statuses if s.healthy]
+        + [s.endpoint for s in statuses if not s.healthy and s.member_id is not None]
+    )
     chosen, views = _views(client, given, statuses)
     cluster_id, members = chosen.cluster_id or "", chosen.members
     answered = {s.member_id for s in statuses if s.healthy and s.cluster_id == cluster_id}

@@ -225,3 +225,26 @@ def test_bad_input_is_refused_before_any_connection():
             client.member_add(["10.0.0.1:2380"])
         with pytest.raises(EtcdModuleError, match="downgrade action"):
             client.downgrade("rollback", "3.5")
+
+
+@pytest.mark.parametrize(
+    ("preferred", "order"),
+    [
+        pytest.param([], "abc", id="nothing known: as given"),
+        pytest.param(["{c}"], "cab", id="the one that answered first"),
+        pytest.param(["{c}", "{b}"], "cba", id="in the order preferred"),
+        pytest.param(["{c}/", " {b}"], "cba", id="spelled as the endpoints are keyed"),
+        pytest.param(["http://elsewhere:2379"], "abc", id="one not given changes nothing"),
+    ],
+)
+def test_calls_through_any_endpoint_try_the_preferred_first(preferred, order):
+    """The order in which a call made through any one endpoint tries them: those known to
+    answer first (cluster_health prefers the endpoints that answered their status)."""
+    urls = [f"http://127.0.0.1:{closed_port()}" for _ in range(3)]
+    name = dict(zip("abc", urls, strict=True))
+    with EtcdClient(ConnectionParams(endpoints=tuple(urls), timeout=1)) as client:
+        client.prefer([p.format(**name) for p in preferred])
+        with pytest.raises(EtcdUnreachableError) as caught:
+            client.member_list()
+    message = caught.value.message
+    assert sorted(urls, key=message.index) == [name[k] for k in order], message

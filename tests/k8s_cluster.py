@@ -103,8 +103,12 @@ OWNER = "test.etcd.runbook.io/owner"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
+def _boot_id() -> str:
+    return BOOT_ID.read_text().strip()
+
+
 def _this_process() -> str:
-    return f"{BOOT_ID.read_text().strip()}/{os.getpid()}"
+    return f"{_boot_id()}/{os.getpid()}"
 
 
 def abandoned(
@@ -135,7 +139,7 @@ def _clear_abandoned_namespaces(k8s: K8sCluster) -> None:
     (and loading this run), and with no operator to finalize them hold their namespace in
     Terminating for good."""
     listed = json.loads(k8s.kubectl("get", "namespaces", "-o", "json").stdout)["items"]
-    for name in abandoned(listed, BOOT_ID.read_text().strip(), _alive):
+    for name in abandoned(listed, _boot_id(), _alive):
         print(f"deleting {name}, left by a test run that has ended")
         _release_finalizers(k8s, name)
         k8s.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -71,10 +71,6 @@ def ready(pod: dict[str, Any]) -> bool:
     )
 
 
-def stamp(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
 def node_ready_since(k8s: K8sCluster, node: str, status: str) -> str:
     """When `node`'s Ready condition turned `status`, or '' while it is not that."""
     obj = json.loads(k8s.kubectl("get", "node", node, "-o", "json").stdout)
@@ -296,7 +292,7 @@ def test_members_on_a_lost_node_are_replaced_elsewhere_and_never_come_back(
         # server runs on this machine's clock), not with a budget of seconds since the stop:
         # that varies with where in the kubelet's 10 s renewal cycle the stop fell, and with
         # the load of the runs it starts (19-31 s seen on 2 cores).
-        not_ready_at = stamp(
+        not_ready_at = datetime.fromisoformat(
             k8s.wait_for(
                 lambda: node_ready_since(k8s, node, "Unknown"),
                 timeout=120,

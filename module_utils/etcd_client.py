@@ -259,6 +259,12 @@ class EndpointClient:
         self._call("move leader", run)
 
 
+def endpoint_key(url: str) -> str:
+    """How the client keys an endpoint URL: its channel, trust and preference (a trailing
+    slash or spaces make no other endpoint)."""
+    return url.strip().rstrip("/")
+
+
 class EtcdClient:
     """The cluster as seen through the given endpoints; use as a context manager."""
 
@@ -314,7 +320,7 @@ class EtcdClient:
 
     def endpoint(self, url: str) -> EndpointClient:
         """The client for one member's URL (a given endpoint or a member's client URL)."""
-        key = url.strip().rstrip("/")
+        key = endpoint_key(url)
         if key not in self._endpoints:
             self._endpoints[key] = EndpointClient(self, key)
         return self._endpoints[key]
@@ -389,19 +395,19 @@ class EtcdClient:
 
     def distrust(self, urls: Sequence[str]) -> None:
         """Never send a cluster-wide call through these URLs (members of another cluster)."""
-        self._distrusted.update(url.strip().rstrip("/") for url in urls)
+        self._distrusted.update(endpoint_key(url) for url in urls)
 
     def trusted(self, urls: Sequence[str]) -> list[str]:
-        return [url for url in urls if url.strip().rstrip("/") not in self._distrusted]
+        return [url for url in urls if endpoint_key(url) not in self._distrusted]
 
     def prefer(self, urls: Sequence[str]) -> None:
         """Send the calls made through any one of the given endpoints to these first, in this
         order (the others after them, as given): those known to answer."""
-        self._preferred = [url.strip().rstrip("/") for url in urls]
+        self._preferred = [endpoint_key(url) for url in urls]
 
     def _in_preferred_order(self, urls: Sequence[str]) -> list[str]:
         rank = {url: i for i, url in enumerate(self._preferred)}
-        return sorted(urls, key=lambda url: rank.get(url.strip().rstrip("/"), len(rank)))
+        return sorted(urls, key=lambda url: rank.get(endpoint_key(url), len(rank)))
 
     def _on_cluster(
         self,

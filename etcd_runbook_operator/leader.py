@@ -19,6 +19,9 @@ from typing import Any
 from .kube import LEASES, ApiException, Kube
 
 log = logging.getLogger(__name__)
+# A release that meets a renewal of our own in flight reads the Lease again; more than a few
+# conflicts means someone else is writing it, and the Lease then simply expires.
+RELEASE_ATTEMPTS = 3
 
 
 def _now_micro() -> str:
@@ -141,14 +144,20 @@ class LeaderElector:
         if not self.is_leader.is_set():
             return
         self.is_leader.clear()
-        try:
-            current = self.kube.get(self._path())
-            if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+        # A renewal already in flight when the stop came can land between our read and our
+        # write (seen: 409 Conflict, and the standby waited out the whole lease): read again.
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                current = self.kube.get(self._path())
+                if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+                    return
+                current["spec"]["holderIdentity"] = None
+                current["spec"]["leaseDurationSeconds"] = 1
+                current["spec"]["renewTime"] = _now_micro()
+                self.kube.replace(self._path(), current)
+                log.info("released lease %s/%s", self.namespace, self.name)
                 return
-            current["spec"]["holderIdentity"] = None
-            current["spec"]["leaseDurationSeconds"] = 1
-            current["spec"]["renewTime"] = _now_micro()
-            self.kube.replace(self._path(), current)
-            log.info("released lease %s/%s", self.namespace, self.name)
-        except ApiException as exc:
-            log.warning("could not release lease: %s", exc.reason)
+            except ApiException as exc:
+                if exc.status != 409 or attempt == RELEASE_ATTEMPTS:
+                    log.warning("could not release lease: %s", exc.reason)
+                    return

@@ -55,6 +55,26 @@ def test_release_lets_a_standby_take_over_at_once():
     assert b.try_acquire_or_renew()
 
 
+def test_release_reads_again_when_its_own_renewal_lands_first():
+    """A renewal in flight when the stop came lands between the release's read and write: the
+    release gets 409 and reads again, instead of leaving the standby to wait out the lease."""
+    kube, _clock, a, b = pair()
+    a.try_acquire_or_renew()
+    a.is_leader.set()
+    replace, raced = kube.replace, []
+
+    def renewal_first(path, body):
+        if not raced:
+            raced.append(path)
+            a.try_acquire_or_renew()
+        return replace(path, body)
+
+    kube.replace = renewal_first
+    a.release()
+    assert raced and holder(kube) is None
+    assert b.try_acquire_or_renew()
+
+
 def test_renew_failure_past_the_deadline_means_lost():
     kube, clock, a, _ = pair()
     started = threading.Event()

@@ -45,8 +45,11 @@ test-molecule: venv
 	hack/cluster up >/dev/null
 	molecule test --all
 
+# Independent tests run side by side (each in its own namespace, one operator for all); those
+# that stop or kill the operator run alone (tests/e2e/conftest.py). E2E_WORKERS=1: one by one.
+E2E_WORKERS ?= 2
 test-e2e: venv
-	$(PYTEST) -q -m "e2e and not nodes" tests/e2e
+	$(PYTEST) -q -n $(E2E_WORKERS) --dist worksteal --durations=0 -m "e2e and not nodes" tests/e2e
 
 # Last: it grows the local Kubernetes to three nodes and leaves it on one again.
 test-nodes: venv

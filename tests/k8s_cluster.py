@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, config
 
+from tests.session_lock import exclusive
+
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "hack" / "cluster"
 UP_TIMEOUT = 3600  # a cold start builds Kubernetes from source
@@ -87,12 +89,14 @@ def run_cluster(*args: str, timeout: float) -> str:
 
 @pytest.fixture(scope="session")
 def k8s_cluster() -> K8sCluster:
-    kubeconfig = Path(run_cluster("up", timeout=UP_TIMEOUT))
-    bin_dir = Path(run_cluster("bin", timeout=30))
-    if not kubeconfig.is_file():
-        pytest.fail(f"hack/cluster up printed {kubeconfig}, which is not a file")
-    k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
-    _clear_abandoned_namespaces(k8s)
+    # One worker at a time: a cold `up` builds and starts what the others would too.
+    with exclusive("cluster-up"):
+        kubeconfig = Path(run_cluster("up", timeout=UP_TIMEOUT))
+        bin_dir = Path(run_cluster("bin", timeout=30))
+        if not kubeconfig.is_file():
+            pytest.fail(f"hack/cluster up printed {kubeconfig}, which is not a file")
+        k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
+        _clear_abandoned_namespaces(k8s)
     return k8s
 
 

@@ -25,6 +25,7 @@ import pytest
 
 from tests.k8s_cluster import REPO, K8sCluster
 from tests.s3_local import stop_process
+from tests.session_lock import exclusive
 
 if TYPE_CHECKING:
     from minio import Minio
@@ -129,7 +130,8 @@ def read_credentials(cluster: K8sCluster) -> tuple[str, str]:
 
 @pytest.fixture(scope="session")
 def object_store(k8s_cluster: K8sCluster) -> ObjectStore:
-    endpoint = object_store_up()
+    with exclusive("object-store"):
+        endpoint = object_store_up()
     access_key, secret_key = read_credentials(k8s_cluster)
     return ObjectStore(
         cluster=k8s_cluster, endpoint=endpoint, access_key=access_key, secret_key=secret_key

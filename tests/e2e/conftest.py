@@ -1,6 +1,10 @@
 """Fixtures of the end-to-end suite: the operator deployed in the cluster from its image (as
 users run it), or with E2E_OPERATOR=process as a host process with its ServiceAccount's token
-(quicker to debug: its log is a file, the code is the working tree)."""
+(quicker to debug: its log is a file, the code is the working tree).
+
+The suite runs in several processes at once (pytest-xdist, `make test-e2e`), each test in its
+own namespace, all against the one in-cluster operator. A test that stops or kills the operator
+is marked `operator_exclusive` and runs alone (tests/session_lock.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from tests.e2e.helpers import Operator
 from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator, deploy
 from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import REPO, UP_TIMEOUT, K8sCluster, run_cluster
+from tests.session_lock import exclusive, shared
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 
@@ -22,6 +27,11 @@ IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 @pytest.fixture(scope="session")
 def operator_api(k8s_cluster: K8sCluster) -> None:
     """config/default without the Deployment: namespace, CRD, ServiceAccount, RBAC."""
+    with exclusive("operator-deploy"):
+        _apply_api(k8s_cluster)
+
+
+def _apply_api(k8s_cluster: K8sCluster) -> None:
     rendered = k8s_cluster.kubectl("kustomize", str(REPO / "config" / "default")).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] != "Deployment"]
     k8s_cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
@@ -35,17 +45,47 @@ def operator_api(k8s_cluster: K8sCluster) -> None:
 
 @pytest.fixture(scope="session")
 def operator_deployment(k8s_cluster: K8sCluster, operator_api: None) -> Iterator[str]:
-    """config/default with the image built and imported; scaled to 0 at the end of the session
-    so nothing keeps acting on the machine (make demo scales it up again)."""
-    key = deploy(k8s_cluster)
-    yield key
-    k8s_cluster.kubectl(
-        "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0", check=False
-    )
+    """config/default with the image built and imported; scaled to 0 when the last test
+    process of the run that uses it ends, so nothing keeps acting on the machine (make demo
+    scales it up again)."""
+    with exclusive("operator-deploy") as lock:
+        key = deploy(k8s_cluster)
+        users = _users(lock)
+        (users / str(os.getpid())).touch()
+    try:
+        yield key
+    finally:
+        with exclusive("operator-deploy") as lock:
+            users = _users(lock)
+            (users / str(os.getpid())).unlink(missing_ok=True)
+            if not any(users.iterdir()):
+                k8s_cluster.kubectl(
+                    "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0", check=False
+                )
+
+
+def _users(lock: Path) -> Path:
+    """The directory of the test processes using the Deployment, a file each named by its
+    PID; those of processes that have ended (a killed run) are cleared."""
+    users = lock.with_suffix(".users")
+    users.mkdir(exist_ok=True)
+    for entry in users.iterdir():
+        if not Path(f"/proc/{entry.name}").exists():
+            entry.unlink(missing_ok=True)
+    return users
 
 
 @pytest.fixture
 def operator(
+    request: pytest.FixtureRequest, k8s_cluster: K8sCluster, k8s_namespace: str, tmp_path: Path
+) -> Iterator[Operator]:
+    # Host-process operators of two tests would contend for the one leader Lease.
+    alone = not IN_CLUSTER or request.node.get_closest_marker("operator_exclusive") is not None
+    with (exclusive if alone else shared)("operator"):
+        yield from _operator(request, k8s_cluster, k8s_namespace, tmp_path)
+
+
+def _operator(
     request: pytest.FixtureRequest, k8s_cluster: K8sCluster, k8s_namespace: str, tmp_path: Path
 ) -> Iterator[Operator]:
     op: Operator

@@ -154,6 +154,7 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
     assert len(claims) == 3
 
 
+@pytest.mark.operator_exclusive
 def test_operator_killed_during_bootstrap(
     k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
 ) -> None:

@@ -86,6 +86,7 @@ def revision_of(k8s: K8sCluster, ns: str, member: str) -> int:
     return int(out[0]["Status"]["header"]["revision"])
 
 
+@pytest.mark.operator_exclusive  # it stops the operator for the restores by hand
 def test_backup_delete_and_restore_into_a_new_cluster(
     k8s_cluster: K8sCluster,
     k8s_namespace: str,

@@ -518,7 +518,7 @@ def test_the_operator_writes_only_what_it_owns(
         "-n", ns, "create", "secret", "generic", "s3",
         "--from-literal=accessKeyId=a", "--from-literal=secretAccessKey=b",
     )  # fmt: skip
-    s3 = {"endpoint": "http://127.0.0.1:9", "bucket": "b", "credentialsSecret": "s3"}
+    s3 = {"endpoint": "http://127.0.0.1:9", "bucket": "nowhere", "credentialsSecret": "s3"}
     for name, schedule in (("nightly", "0 3 * * *"), ("once", ""), ("weekly", "")):
         spec: dict[str, Any] = {"clusterName": "taken-a", "destination": {"s3": s3}}
         if schedule:

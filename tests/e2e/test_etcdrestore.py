@@ -310,9 +310,13 @@ def test_a_restore_is_finished_only_by_its_own_job(
     assert keys_of(k8s, ns, f"{name}-0") == expected
 
     k8s.kubectl("-n", ns, "delete", "etcdrestore", "again", "--cascade=orphan", "--wait=true")
+    # The finished Job's Pod still mounts the claim, which cannot go while it exists
+    # (pvc-protection): cleared as a person clearing the way would, the Job itself left.
+    k8s.kubectl("-n", ns, "delete", "pod", "-l", "job-name=again-restore", "--wait=true")
+    start_over()
     orphan = get(k8s, ns, "job", "again-restore")
     assert not orphan["metadata"].get("ownerReferences"), orphan["metadata"]
-    start_over()
+    assert condition(orphan, "Complete").get("status") == "True", orphan.get("status")
     started = time.monotonic()
     apply(k8s, ns, restore("again", name, {"backupName": "snap"}, size=1))
     refused = wait_restore(k8s, ns, "again", {"Starting", "Succeeded", "Failed"}, 120)

@@ -282,7 +282,7 @@ def test_an_object_made_again_meanwhile_is_never_the_one_written(k8s_cluster, k8
     assert "labels" not in _read(k8s_cluster, ns, "service/k")["metadata"]
 
     replaced = _read(k8s_cluster, ns, "service/k")["metadata"]["uid"]
-    with pytest.raises(EtcdModuleError, match="Precondition failed") as conflict:
+    with pytest.raises(EtcdModuleError, match="UID in the precondition") as conflict:
         delete_objects(racing, [_service(ns)], False, {"uid": ours["uid"]})
     assert conflict.value.reason == "Conflict"
     assert _read(k8s_cluster, ns, "service/k")["metadata"]["uid"] != replaced

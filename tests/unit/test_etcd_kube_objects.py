@@ -243,7 +243,10 @@ class FakeApi:
             if current is None:
                 raise EtcdModuleError(f"{path} not found", reason="NotFound")
             if current["metadata"].get("uid") != body["preconditions"]["uid"]:
-                raise EtcdModuleError("Precondition failed: UID", reason="Conflict")
+                raise EtcdModuleError(
+                    "HTTP 409: the UID in the precondition does not match the UID in record",
+                    reason="Conflict",
+                )
             return self.objects.pop(path)
         if method == "POST":
             self.objects[f"{path}/{body['metadata']['name']}"] = body
@@ -511,7 +514,7 @@ def test_an_object_made_again_under_the_name_is_never_deleted():
             return super().send(method, path, body, content_type, query)
 
     api = Replacing({f"{PODS}/e-0": _ours()})
-    with pytest.raises(EtcdModuleError, match="Precondition"):
+    with pytest.raises(EtcdModuleError, match="UID in the precondition"):
         delete_objects(api, [_pod("e-0")], False, OWNER)
     assert api.objects[f"{PODS}/e-0"]["metadata"]["uid"] == "other"
 

@@ -6,11 +6,11 @@ Progressing is set; while a run is in flight its latest `operator_progress` (the
 conditions of its latest look) is merged and Progressing names its latest announced step, but
 observedGeneration waits for the end; a run's set_stats `operator_status` /
 `operator_conditions` are merged after it (a status field reported null is removed); a failure
-without a role-provided Degraded condition gives Degraded=True/RunbookFailed with the failed
-task's message, and without a role-provided Available condition Available=Unknown: a run that
-failed before it could look says nothing about availability, and the last value may be a lie by
-now. Messages are cut to MESSAGE_LIMIT characters: a condition names a cause, it does not carry
-whole objects.
+without a role-provided Degraded condition gives Degraded=True with the failed task's message
+and the failed module's reason word (NameTaken, Forbidden ...), else RunbookFailed, and without
+a role-provided Available condition Available=Unknown: a run that failed before it could look
+says nothing about availability, and the last value may be a lie by now. Messages are cut to
+MESSAGE_LIMIT characters: a condition names a cause, it does not carry whole objects.
 """
 
 from __future__ import annotations
@@ -157,8 +157,11 @@ def after_run(
     stats: dict[str, Any],
     failure: str,
     now: str,
+    failure_reason: str = "RunbookFailed",
 ) -> dict[str, Any]:
-    """Status after a run: set_stats merged, defaults for what the role did not say."""
+    """Status after a run: set_stats merged, defaults for what the role did not say. A failed
+    run the role said nothing of is Degraded with `failure_reason` (the failed module's own
+    word, such as NameTaken, else RunbookFailed)."""
     status = copy.deepcopy(status or {})
     given = _merge(
         status, stats.get("operator_status"), stats.get("operator_conditions"), generation, now
@@ -174,7 +177,7 @@ def after_run(
                 set_condition(status, type_, value, reason, message, generation, now)
     else:
         if "Degraded" not in given:
-            set_condition(status, "Degraded", True, "RunbookFailed", failure, generation, now)
+            set_condition(status, "Degraded", True, failure_reason, failure, generation, now)
         if "Available" not in given:
             set_condition(
                 status,

@@ -284,16 +284,21 @@ class Reconciler:
             reason = degraded.get("reason") if isinstance(degraded, dict) else None
             message = degraded.get("message") if isinstance(degraded, dict) else None
             # One Warning per failed run: the role's own, when it sent one for this reason.
-            if str(reason or "RunbookFailed") not in announced:
-                self.recorder.emit(
-                    obj, "Warning", str(reason or "RunbookFailed"), str(message or failure)
-                )
+            reason = reason or result.failed_reason or "RunbookFailed"
+            if str(reason) not in announced:
+                self.recorder.emit(obj, "Warning", str(reason), str(message or failure))
         if self.watch.manage_status:
             update_status(
                 self.kube,
                 self.resource,
                 *key,
                 lambda o: conditions.after_run(
-                    o.get("status"), generation, result.ok, stats, failure, now_rfc3339()
+                    o.get("status"),
+                    generation,
+                    result.ok,
+                    stats,
+                    failure,
+                    now_rfc3339(),
+                    result.failed_reason or "RunbookFailed",
                 ),
             )

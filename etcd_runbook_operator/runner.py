@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -51,6 +52,8 @@ class RunResult:
     stats: dict[str, Any] = field(default_factory=dict)
     failed_task: str | None = None
     failed_msg: str | None = None
+    # The failed module's own word for why (NameTaken, Forbidden, S3AuthFailed ...), if any.
+    failed_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +75,7 @@ class _EventCollector:
         self.stats: dict[str, Any] = {}
         self.failed_task: str | None = None
         self.failed_msg: str | None = None
+        self.failed_reason: str | None = None
         self.on_stats = on_stats
 
     def __call__(self, event: dict[str, Any]) -> bool:
@@ -90,6 +94,7 @@ class _EventCollector:
         ):
             self.failed_task = data.get("task")
             self.failed_msg = _failure_message(data.get("res") or {})
+            self.failed_reason = _failure_reason(data.get("res") or {})
         return True
 
 
@@ -115,6 +120,20 @@ def _failure_message(res: dict[str, Any]) -> str:
             cause = str(item.get("msg") or item.get("stderr") or "failed")
             return f"{msg}; item {label!r}: {cause}" if label is not None else f"{msg}: {cause}"
     return msg
+
+
+_REASON = re.compile(r"^[A-Z][A-Za-z0-9]{1,62}$")
+
+
+def _failure_reason(res: dict[str, Any]) -> str | None:
+    """The `reason` word the project's modules fail with (of the first failed item of a
+    loop), if it is one: a condition reason must be a CamelCase word."""
+    for item in [res, *(res.get("results") or [])]:
+        if isinstance(item, dict) and (item is res or item.get("failed")):
+            reason = item.get("reason")
+            if isinstance(reason, str) and _REASON.match(reason):
+                return reason
+    return None
 
 
 class PlaybookRunner:
@@ -293,6 +312,7 @@ class PlaybookRunner:
             stats=collector.stats,
             failed_task=collector.failed_task,
             failed_msg=collector.failed_msg,
+            failed_reason=collector.failed_reason,
         )
 
 

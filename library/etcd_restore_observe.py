@@ -9,7 +9,10 @@ short_description: Read what the operator's side of an EtcdRestore decides on, i
 description:
   - Reads the EtcdCluster named O(cluster), the claims labelled
     C(etcd.runbook.io/cluster=<cluster>), the Job C(<name>-restore) and the Pods labelled
-    C(etcd.runbook.io/restore=<name>) in O(namespace).
+    C(etcd.runbook.io/restore=<name>) in O(namespace). Which of them are the restore's own
+    (by their controller's uid) is the plan's to decide.
+  - With O(first_claim), reads that claim by name, whatever its labels (a claim of another
+    app under the name of the new cluster's first member).
   - With O(backup), reads that EtcdBackup, and returns the key names of the credentials
     Secret its S3 destination names (or O(credentials_secret) when given). The Secret's
     values never leave the module.
@@ -45,6 +48,9 @@ options:
   source_claim:
     description: A PersistentVolumeClaim in O(namespace) holding the snapshot.
     type: str
+  first_claim:
+    description: The name of the claim the restore writes (the new cluster's first member's).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -72,8 +78,12 @@ claims:
   returned: success
   type: list
   elements: dict
+first_claim:
+  description: The claim O(first_claim), or null (missing, or not asked for).
+  returned: success
+  type: dict
 job:
-  description: The restore Job C(<name>-restore), or null.
+  description: The Job C(<name>-restore), or null; whoever made it.
   returned: success
   type: dict
 pods:
@@ -123,6 +133,7 @@ def argument_spec() -> dict[str, Any]:
         "backup": {"type": "str"},
         "credentials_secret": {"type": "str", "no_log": False},
         "source_claim": {"type": "str"},
+        "first_claim": {"type": "str"},
         **kube_argument_spec(),
         **own_pod_argument_spec(),
     }

@@ -1,7 +1,9 @@
 """One read-only look at what the operator's side of an EtcdRestore decides on
 (etcd_restore_observe): the EtcdCluster of the target name, the EtcdBackup it restores from,
-the key names of the credentials Secret (never their values), the target cluster's claims,
-the restore Job and its Pods, and the image the operator itself runs."""
+the key names of the credentials Secret (never their values), the target cluster's claims
+(and the first member's, by name), the Job of the restore's name and its Pods, and the image
+the operator itself runs. Read by name and label: which are the restore's own is the plan's
+decision (etcd_restore_plan.py, by controller uid)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
             f"{LABEL_CLUSTER}={cluster}",
             "PersistentVolumeClaim",
             "v1",
+        ),
+        "first_claim": (
+            reader.get(namespaced("v1", ns, "persistentvolumeclaims", params["first_claim"]))
+            if params.get("first_claim")
+            else None
         ),
         "job": reader.get(namespaced("batch/v1", ns, "jobs", f"{name}-restore")),
         "pods": reader.items(namespaced("v1", ns, "pods"), f"{LABEL_RESTORE}={name}", "Pod", "v1"),

@@ -24,6 +24,8 @@ ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
 ANN_VERSION = f"{GROUP}/version"
 ANN_MEMBER_ID = f"{GROUP}/member-id"
 ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
+# watches.yaml preemptionOptOutAnnotation: a Pod deletion the runbook made itself.
+ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -404,6 +406,23 @@ def tls_secrets(
     ]
 
 
+def doomed_pods(p: dict[str, Any], members: list[str], reason: str) -> list[dict[str, Any]]:
+    """The member Pods a runbook deletes, each with the mark it writes first: the watcher
+    then knows the deletion for the runbook's own and does not preempt the run."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": member,
+                "namespace": p["namespace"],
+                "annotations": {ANN_DELETED_BY_RUNBOOK: reason},
+            },
+        }
+        for member in members
+    ]
+
+
 def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return str(obj.get("kind", "")), str(obj["metadata"]["name"])
 
@@ -522,4 +541,5 @@ class FilterModule:
             "etcd_tls_secrets": tls_secrets,
             "etcd_replace_objects": replace_objects,
             "etcd_out_of_date": out_of_date,
+            "etcd_doomed_pods": doomed_pods,
         }

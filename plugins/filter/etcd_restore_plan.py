@@ -553,6 +553,32 @@ def failure_reason(message: str) -> str:
     return "RestoreFailed"
 
 
+def _controller(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """The ownerReference of `obj` that is its controller, or {}."""
+    refs = _meta(obj).get("ownerReferences") or []
+    return next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), {})
+
+
+def _owner_words(obj: dict[str, Any]) -> str:
+    ref = _controller(obj)
+    return f"{ref.get('kind')} {ref.get('name')} uid {ref.get('uid')}" if ref else "none"
+
+
+def _owned(seen: dict[str, Any], uid: str) -> tuple[dict[str, Any] | None, list[Any], Any]:
+    """The restore Job if this EtcdRestore (`uid`) controls it, the Pods that Job controls,
+    and any other Job of its name. Only its own Job ever counts: an orphan (an earlier
+    restore of the same name deleted with --cascade=orphan) or one not yet collected has
+    succeeded for nothing written into this restore's claim."""
+    job = seen.get("job")
+    if not job:
+        return None, [], None
+    if not uid or _controller(job).get("uid") != uid:
+        return None, [], job
+    job_uid = _meta(job).get("uid")
+    pods = [p for p in seen.get("pods") or [] if _controller(p).get("uid") == job_uid]
+    return job, pods, None
+
+
 def _seed_claim(claims: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     return next((c for c in claims if _meta(c).get("name") == name), None)
 
@@ -598,7 +624,7 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
     status = restore.get("status") or {}
     cluster = seen.get("cluster")
     claims = seen.get("claims") or []
-    job = seen.get("job")
+    job, pods, other_job = _owned(seen, uid)
     ours = bool(cluster) and _annotations(cluster).get(ANN_RESTORE_UID) == uid
     seed = _seed_claim(claims, target["claim_name"])
     refusals: list[dict[str, str]] = []
@@ -640,6 +666,30 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
                     f"{target['name']} remain ({', '.join(sorted(foreign))}); the new members "
                     "would start on them: delete them once sure their data is not needed, or "
                     "choose another name",
+                )
+            )
+        first = seen.get("first_claim")
+        if first and _labels(first).get(LABEL_CLUSTER) != target["name"]:
+            refusals.append(
+                _refusal(
+                    "NameTaken",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: claim {target['claim_name']} exists and is not a "
+                    f"claim of an EtcdCluster {target['name']} (it lacks the label "
+                    f"{LABEL_CLUSTER}={target['name']}): a restore never writes into another's "
+                    "claim: choose another name",
+                )
+            )
+        if other_job:
+            refusals.append(
+                _refusal(
+                    "NameTaken",
+                    "metadata.name",
+                    f"metadata.name: Job {job_name(restore)} exists and is not this "
+                    f"EtcdRestore's (its controller: {_owner_words(other_job)}), so it never "
+                    "counts for this restore; nothing was created. Delete it once sure it is "
+                    "not needed (an earlier restore's of the same name, orphaned?): the restore "
+                    "then goes on",
                 )
             )
         if seed and _annotations(seed).get(ANN_RESTORE_UID) != uid and ours:
@@ -752,7 +802,7 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
         source,
         "Succeeded" if released and state == "Absent" else state,
         job,
-        seen.get("pods") or [],
+        pods,
         refusals,
         available,
         cluster,
@@ -770,7 +820,7 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
             },
         }
     upload = None
-    pod = fetching_pod(seen.get("pods") or []) if state == "Active" else ""
+    pod = fetching_pod(pods) if state == "Active" else ""
     if source.get("kind") == "upload" and pod:
         upload = {
             "pod": pod,

@@ -396,3 +396,174 @@ def test_invalid_input_changes_nothing_and_names_the_field(
         k8s.wait_for(announced, timeout=30, interval=0.5, what=f"a {reason} Event for {name}")
         assert pods(k8s, ns, name) == []
         assert get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"] == []
+
+
+# Another app's objects, under the names the runbooks of these resources would write: the
+# CA Secret of EtcdCluster taken-a, the client Service of taken-b, the budget of taken-c, the
+# first member's claim of taken-d, the CronJob of the scheduled EtcdBackup nightly, a CronJob
+# named like the one-off EtcdBackup once (which deletes its own CronJob of a schedule that
+# was removed), the ServiceAccount of the one-off EtcdBackup weekly.
+_APP = {"app.kubernetes.io/name": "web"}
+FOREIGN: list[dict[str, Any]] = [
+    {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "taken-a-ca", "labels": _APP},
+        "stringData": {"password": "the-web-apps-own"},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "taken-b-client", "labels": _APP},
+        "spec": {"selector": _APP, "ports": [{"port": 80, "targetPort": 8080}]},
+    },
+    {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "taken-c", "labels": _APP},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": _APP}},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "taken-d-0-data", "labels": _APP},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    },
+    *(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": name, "labels": _APP},
+            "spec": {
+                "schedule": "0 3 * * *",
+                "suspend": True,
+                "jobTemplate": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "report",
+                                        "image": "gcr.io/etcd-development/etcd:v3.6.16",
+                                        "command": ["/usr/local/bin/etcd", "--version"],
+                                    }
+                                ],
+                            }
+                        }
+                    }
+                },
+            },
+        }
+        for name in ("nightly", "once")
+    ),
+    {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "etcd-backup-weekly", "labels": _APP},
+    },
+]
+# What each resource collides with, as its NameTaken condition names it.
+TAKEN = {
+    ("etcd", "taken-a"): "Secret {ns}/taken-a-ca",
+    ("etcd", "taken-b"): "Service {ns}/taken-b-client",
+    ("etcd", "taken-c"): "PodDisruptionBudget {ns}/taken-c",
+    ("etcd", "taken-d"): "PersistentVolumeClaim {ns}/taken-d-0-data",
+    ("etcdbackup", "nightly"): "CronJob {ns}/nightly",
+    ("etcdbackup", "once"): "CronJob {ns}/once",
+    ("etcdbackup", "weekly"): "ServiceAccount {ns}/etcd-backup-weekly",
+}
+
+
+def _as_they_are(k8s: K8sCluster, ns: str) -> dict[str, Any]:
+    """Each foreign object whole (uid, resourceVersion, labels, owners, content), status aside."""
+    found = {}
+    for obj in FOREIGN:
+        got = get(k8s, ns, obj["kind"].lower(), obj["metadata"]["name"])
+        meta = {k: v for k, v in got["metadata"].items() if k != "managedFields"}
+        found[f"{obj['kind']}/{meta['name']}"] = {
+            **{k: v for k, v in got.items() if k != "status"},
+            "metadata": meta,
+        }
+    return found
+
+
+def test_the_operator_writes_only_what_it_owns(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """A tenant who may only create EtcdClusters and EtcdBackups names them to collide with
+    another app's Secret, Service, budget, claim, CronJobs and ServiceAccount: each resource
+    says NameTaken (condition and Event naming the object), and every one of those objects is
+    as it was, not one field written, none deleted. Beside them, the documented re-attach
+    still works: an EtcdCluster deleted and made again under its name starts on its kept
+    claim, with its data."""
+    k8s, ns = k8s_cluster, k8s_namespace
+    for obj in FOREIGN:
+        apply(k8s, ns, obj)
+    # Let the cluster's own controllers (the budget's status) finish with them first.
+    settled: list[dict[str, Any]] = []
+
+    def steady() -> dict[str, Any]:
+        now = _as_they_are(k8s, ns)
+        same = bool(settled) and settled[-1] == now
+        settled.append(now)
+        return now if same else {}
+
+    before = k8s.wait_for(steady, timeout=60, interval=3, what="the foreign objects settled")
+
+    apply(k8s, ns, etcd_cluster("kept", size=1))
+    for name in ("taken-a", "taken-b", "taken-c", "taken-d"):
+        apply(k8s, ns, etcd_cluster(name, size=1))
+    k8s.kubectl(
+        "-n", ns, "create", "secret", "generic", "s3",
+        "--from-literal=accessKeyId=a", "--from-literal=secretAccessKey=b",
+    )  # fmt: skip
+    s3 = {"endpoint": "http://127.0.0.1:9", "bucket": "nowhere", "credentialsSecret": "s3"}
+    for name, schedule in (("nightly", "0 3 * * *"), ("once", ""), ("weekly", "")):
+        spec: dict[str, Any] = {"clusterName": "taken-a", "destination": {"s3": s3}}
+        if schedule:
+            spec["schedule"] = schedule
+        apply(
+            k8s,
+            ns,
+            {
+                "apiVersion": "etcd.runbook.io/v1alpha1",
+                "kind": "EtcdBackup",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+
+    started = time.monotonic()
+    for (kind, name), words in TAKEN.items():
+
+        def refused(kind: str = kind, name: str = name) -> dict[str, Any]:
+            obj = get(k8s, ns, kind, name)
+            return obj if condition(obj, "Degraded").get("reason") == "NameTaken" else {}
+
+        obj = k8s.wait_for(refused, timeout=240, interval=2, what=f"{kind} {name} NameTaken")
+        message = condition(obj, "Degraded")["message"]
+        assert words.format(ns=ns) in message, message
+
+        def told(name: str = name) -> list[dict[str, Any]]:
+            return [e for e in events(k8s, ns, "NameTaken") if e["involvedObject"]["name"] == name]
+
+        told_of = k8s.wait_for(told, timeout=30, interval=1, what=f"a NameTaken Event for {name}")
+        assert words.format(ns=ns) in told_of[0]["message"]
+    print(f"every collision said NameTaken {time.monotonic() - started:.1f}s after the POSTs")
+
+    # The re-attach, meanwhile: data kept with the claim, found again under the same name.
+    wait_available(k8s, ns, "kept", 1, AVAILABLE_WITHIN)
+    etcdctl(k8s, ns, "kept-0", "put", "/kept", "still-here")
+    claim_uid = get(k8s, ns, "pvc", "kept-0-data")["metadata"]["uid"]
+    k8s.kubectl("-n", ns, "delete", "etcd", "kept", "--timeout=120s")
+    k8s.wait_for(lambda: not pods(k8s, ns, "kept"), timeout=120, what="kept's Pod gone")
+    apply(k8s, ns, etcd_cluster("kept", size=1))
+    wait_available(k8s, ns, "kept", 1, AVAILABLE_WITHIN)
+    assert get(k8s, ns, "pvc", "kept-0-data")["metadata"]["uid"] == claim_uid
+    assert "still-here" in etcdctl(k8s, ns, "kept-0", "get", "/kept", "--print-value-only")
+
+    # Several runs of each resource have been refused by now: nothing of the other app moved.
+    after = _as_they_are(k8s, ns)
+    for key, was in before.items():
+        assert after[key] == was, f"{key} changed:\n{json.dumps([was, after[key]], indent=1)}"

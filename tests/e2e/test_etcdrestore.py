@@ -14,6 +14,7 @@ import json
 import re
 import secrets
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,73 @@ def restore_by_hand(
     for name in ("hand", "upload"):
         done = wait_restore(k8s, ns, name, {"Succeeded", "Failed"}, 240)
         assert done["status"]["phase"] == "Succeeded", done["status"]
+
+
+def test_a_restore_is_finished_only_by_its_own_job(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, object_store: ObjectStore
+) -> None:
+    """The issue's case: an EtcdRestore deleted with its finished Job orphaned
+    (--cascade=orphan), its cluster and claims deleted, then the same EtcdRestore created
+    again. The orphan's success is never taken for this restore's: refused as NameTaken,
+    nothing created, never Starting or Succeeded; once the orphan is gone, the restore really
+    restores (every key there)."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "orphans"
+    bucket = f"e2e-{secrets.token_hex(4)}"
+    apply(k8s, ns, cluster_manifest(name, size=1))
+    with object_store.port_forward() as url:
+        object_store.client(url).make_bucket(bucket)
+    credentials_secret(k8s, ns, "s3", object_store.access_key, object_store.secret_key)
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    expected = {f"/e2e/key-{i:03d}": f"value-{i}" for i in range(5)}
+    for key, value in expected.items():
+        etcdctl(k8s, ns, f"{name}-0", "put", key, value)
+    apply(k8s, ns, backup("snap", name, object_store.endpoint, bucket, "s3"))
+    done = wait_backup(k8s, ns, "snap", {"Succeeded", "Failed"}, 240)
+    assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+
+    def start_over() -> None:
+        """The cluster and its claims deleted: only the backup holds the data."""
+        k8s.kubectl("-n", ns, "delete", "etcdcluster", name, "--wait=true", "--timeout=180s")
+        k8s.kubectl(
+            "-n", ns, "delete", "pvc", "-l", f"etcd.runbook.io/cluster={name}", "--wait=true"
+        )
+
+    start_over()
+    apply(k8s, ns, restore("again", name, {"backupName": "snap"}, size=1))
+    first = wait_restore(k8s, ns, "again", {"Succeeded", "Failed"}, RESTORED_WITHIN)
+    assert first["status"]["phase"] == "Succeeded", json.dumps(first["status"], indent=1)
+    assert keys_of(k8s, ns, f"{name}-0") == expected
+
+    k8s.kubectl("-n", ns, "delete", "etcdrestore", "again", "--cascade=orphan", "--wait=true")
+    # The finished Job's Pod still mounts the claim, which cannot go while it exists
+    # (pvc-protection): cleared as a person clearing the way would, the Job itself left.
+    k8s.kubectl("-n", ns, "delete", "pod", "-l", "job-name=again-restore", "--wait=true")
+    start_over()
+    orphan = get(k8s, ns, "job", "again-restore")
+    assert not orphan["metadata"].get("ownerReferences"), orphan["metadata"]
+    assert condition(orphan, "Complete").get("status") == "True", orphan.get("status")
+    started = time.monotonic()
+    apply(k8s, ns, restore("again", name, {"backupName": "snap"}, size=1))
+    refused = wait_restore(k8s, ns, "again", {"Starting", "Succeeded", "Failed"}, 120)
+    assert refused["status"]["phase"] == "Failed", json.dumps(refused["status"], indent=1)
+    degraded = condition(refused, "Degraded")
+    assert degraded["reason"] == "NameTaken" and "Job again-restore" in degraded["message"]
+    print(f"refused {time.monotonic() - started:.1f}s after the POST")
+    warnings = get(k8s, ns, "events", "--field-selector", "involvedObject.name=again")
+    assert any(e["reason"] == "NameTaken" for e in warnings["items"]), warnings["items"]
+    # Nothing made: no cluster to start empty, no claim, and the orphan left as it was.
+    assert name not in [c["metadata"]["name"] for c in get(k8s, ns, "etcd")["items"]]
+    assert get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"] == []
+    still = get(k8s, ns, "job", "again-restore")["metadata"]
+    assert (still["uid"], still["resourceVersion"]) == (
+        orphan["metadata"]["uid"],
+        orphan["metadata"]["resourceVersion"],
+    )
+
+    # The orphan gone, the restore goes on, and restores for real.
+    k8s.kubectl("-n", ns, "delete", "job", "again-restore", "--wait=true")
+    second = wait_restore(k8s, ns, "again", {"Succeeded"}, RESTORED_WITHIN)
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    assert keys_of(k8s, ns, f"{name}-0") == expected
+    job = get(k8s, ns, "job", "again-restore")["metadata"]
+    assert job["ownerReferences"][0]["uid"] == second["metadata"]["uid"]

@@ -259,6 +259,15 @@ def test_records_and_voter_labels_are_merge_patches_of_the_planned_members():
     ]
 
 
+def test_the_pods_a_runbook_deletes_carry_the_mark_the_watcher_knows():
+    doomed = em.doomed_pods(a_plan(), ["e-1", "e-2"], "roll")
+    assert [d["metadata"]["name"] for d in doomed] == ["e-1", "e-2"]
+    assert {d["metadata"]["namespace"] for d in doomed} == {"ns"}
+    # watches.yaml's preemptionOptOutAnnotation.
+    assert doomed[0]["metadata"]["annotations"] == {"etcd.runbook.io/deleted-by-runbook": "roll"}
+    assert em.doomed_pods(a_plan(), [], "roll") == []
+
+
 def test_member_pods_are_made_each_from_its_own_claim():
     p = a_plan()
     claims = [em.member_claim(p, m, f"{m}=x", "existing") for m in ("e-1", "e-2")]

@@ -116,13 +116,24 @@ def claim(pending: bool = True, uid: str = UID) -> dict:
     return {"metadata": {"name": "again-0-data", "annotations": annotations}}
 
 
-def job(state: str = "") -> dict:
+JOB_UID = "job-uid-1"
+
+
+def controlled_by(kind: str, uid: str) -> list[dict[str, Any]]:
+    return [{"kind": kind, "name": "back", "uid": uid, "controller": True}]
+
+
+def job(state: str = "", owner: str = UID) -> dict:
+    """The Job of the restore's name; made by this EtcdRestore unless `owner` says else."""
     conditions = (
         [{"type": "Complete" if state == "Succeeded" else "Failed", "status": "True"}]
         if state
         else []
     )
-    return {"metadata": {"name": "back-restore"}, "status": {"conditions": conditions}}
+    meta: dict[str, Any] = {"name": "back-restore", "uid": JOB_UID}
+    if owner:
+        meta["ownerReferences"] = controlled_by("EtcdRestore", owner)
+    return {"metadata": meta, "status": {"conditions": conditions}}
 
 
 def run(obj: dict | None = None, **over: Any) -> dict:
@@ -223,6 +234,70 @@ def test_refused_with_the_field_named_and_nothing_created(obj, over, reason, fie
     assert report["status"]["phase"] == "Failed"
     assert report["conditions"]["Degraded"]["status"] == "True"
     assert report["events"][0]["type"] == "Warning"
+
+
+OTHER_RESTORE = "0ld0ld00-uid-of-an-earlier-restore"
+
+
+@pytest.mark.parametrize(
+    ("case", "over", "field"),
+    [
+        # The issue's case: the same EtcdRestore made again after the first was deleted with
+        # --cascade=orphan: its finished Job has no controller any more.
+        ("orphaned, fresh", {"job": job("Succeeded", owner="")}, "metadata.name"),
+        # An earlier restore of the same name, its Job not yet collected.
+        ("earlier, fresh", {"job": job("Succeeded", owner=OTHER_RESTORE)}, "metadata.name"),
+        ("earlier, failed", {"job": job("Failed", owner=OTHER_RESTORE)}, "metadata.name"),
+        # Found once this restore made its cluster and pending claim: never released by it.
+        (
+            "orphaned, claim pending",
+            {"cluster": ours(), "claims": [claim()], "job": job("Succeeded", owner="")},
+            "metadata.name",
+        ),
+        (
+            "earlier, claim pending",
+            {"cluster": ours(), "claims": [claim()], "job": job("Succeeded", OTHER_RESTORE)},
+            "metadata.name",
+        ),
+        # Another app's claim under the first member's name (no label of the cluster).
+        (
+            "another app's claim",
+            {"first_claim": {"metadata": {"name": "again-0-data", "labels": {"app": "db"}}}},
+            "spec.cluster.name",
+        ),
+    ],
+)
+def test_only_the_restores_own_job_and_claims_count(case, over, field):
+    """Never Starting or Succeeded, never a claim released, nothing created: refused as
+    NameTaken, naming the object, until it is gone."""
+    result = run(restore(phase="Restoring" if "pending" in case else None), **over)
+    assert reasons(result) == ["NameTaken"], case
+    assert result["refusals"][0]["field"] == field, case
+    assert result["create"] == [] and result["release"] is None, case
+    report = result["report"]
+    assert report["status"]["phase"] == "Failed", case
+    assert report["conditions"]["Degraded"]["reason"] == "NameTaken", case
+    assert report["conditions"]["Available"]["status"] == "False", case
+    named = "Job back-restore" if field == "metadata.name" else "claim again-0-data"
+    assert named in report["conditions"]["Degraded"]["message"], case
+    assert report["events"][0]["reason"] == "NameTaken", case
+
+
+def test_once_the_other_job_is_gone_the_restore_goes_on():
+    result = run(restore(phase="Failed"))
+    assert result["refusals"] == []
+    assert [o["kind"] for o in result["create"]] == ["EtcdCluster", "PersistentVolumeClaim", "Job"]
+    job_made = result["create"][2]
+    assert job_made["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+def test_the_upload_goes_only_into_the_restores_own_job():
+    orphan = fetching({"running": {"startedAt": "t"}})
+    orphan["metadata"]["ownerReferences"] = controlled_by("Job", "an-orphans-job-uid")
+    obj = restore(UPLOAD, phase="Restoring")
+    over = {"cluster": ours(), "claims": [claim()], "job": job(), "pods": [orphan]}
+    result = rp.plan(obj, seen(backup=None, secret_keys=None, **over), target(obj))
+    assert result["upload"] is None
 
 
 def test_a_fresh_restore_creates_the_cluster_then_the_pending_claim_then_the_job():
@@ -337,7 +412,11 @@ def test_a_volume_source_is_read_from_its_claim_mounted_read_only(obj, over, cla
 
 
 def fetching(state: dict[str, Any], deleted: bool = False) -> dict:
-    meta: dict[str, Any] = {"name": "back-restore-x7k2p", "labels": {"job-name": "back-restore"}}
+    meta: dict[str, Any] = {
+        "name": "back-restore-x7k2p",
+        "labels": {"job-name": "back-restore"},
+        "ownerReferences": controlled_by("Job", JOB_UID),
+    }
     if deleted:
         meta["deletionTimestamp"] = "2026-11-24T20:00:00Z"
     return {
@@ -511,7 +590,11 @@ def test_done_is_done_even_when_the_cluster_is_deleted_later():
 )
 def test_a_failed_fetch_says_why_and_leaves_the_claim_pending(message, reason):
     pod = {
-        "metadata": {"labels": {"job-name": "back-restore"}, "creationTimestamp": "t"},
+        "metadata": {
+            "labels": {"job-name": "back-restore"},
+            "creationTimestamp": "t",
+            "ownerReferences": controlled_by("Job", JOB_UID),
+        },
         "status": {
             "initContainerStatuses": [
                 {"name": "fetch", "state": {"terminated": {"exitCode": 2, "message": message}}}

@@ -168,3 +168,13 @@ def test_in_flight_progressing_never_turns_false_only_the_end_says_nothing_is_le
     )
     end = after_run(mid, 2, True, {"operator_conditions": done_look["conditions"]}, "", T2)
     assert get_condition(end, "Progressing")["status"] == "False"
+
+
+def test_a_failed_module_names_the_reason_of_degraded():
+    """A module that fails with its own word (etcd_kube_object's NameTaken) gives that word;
+    Available stays Unknown: the run did not look."""
+    s = after_run(
+        None, 1, False, {}, "task 'w' failed: NameTaken: Service ns/e ...", T0, "NameTaken"
+    )
+    assert get_condition(s, "Degraded")["reason"] == "NameTaken"
+    assert get_condition(s, "Available")["reason"] == "RunbookFailed"

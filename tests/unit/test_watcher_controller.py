@@ -205,6 +205,23 @@ def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):
     assert warnings[0]["type"] == "Warning"
 
 
+def test_a_failed_modules_reason_names_degraded_and_the_warning(tmp_path):
+    """A role that says nothing of a failed step (the backup's write refused as NameTaken):
+    the module's own word, not RunbookFailed, and the message names the object."""
+    msg = "NameTaken: CronJob ns/nightly exists and is not this resource's to write"
+    kube, _runner, ctl, _ = make(
+        tmp_path, [result(False, task="write", msg=msg, reason="NameTaken")]
+    )
+    ctl.reconcile(KEY)
+    d = cond(kube, "Degraded")
+    assert (d["status"], d["reason"]) == ("True", "NameTaken") and "CronJob ns/nightly" in d[
+        "message"
+    ]
+    warnings = [o for p, o in kube.objects.items() if "/events/" in p]
+    assert [(w["type"], w["reason"]) for w in warnings] == [("Warning", "NameTaken")]
+    assert "CronJob ns/nightly" in warnings[0]["message"]
+
+
 def test_no_progressing_flap_on_resync_but_on_new_generation(tmp_path):
     kube, _runner, ctl, _ = make(tmp_path, full_run_interval=0.0)
     ctl.reconcile(KEY)

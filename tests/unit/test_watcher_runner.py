@@ -14,7 +14,7 @@ import pytest
 
 from etcd_runbook_operator.config import Target, Watch
 from etcd_runbook_operator.extravars import build_extravars
-from etcd_runbook_operator.runner import PlaybookRunner, rotate_artifacts
+from etcd_runbook_operator.runner import PlaybookRunner, _failure_reason, rotate_artifacts
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "watcher_fixtures"
@@ -96,6 +96,32 @@ def test_a_looped_failure_names_the_failed_item_and_its_cause(tmp_path):
     assert not res.ok
     assert res.failed_task == "Patch each member"
     assert res.failed_msg == "One or more items failed; item 'm-1': pods \"m-1\" is forbidden"
+
+
+@pytest.mark.parametrize(
+    ("res", "reason"),
+    [
+        ({"msg": "NameTaken: Service ns/e ...", "reason": "NameTaken"}, "NameTaken"),
+        ({"msg": "forbidden", "reason": "Forbidden"}, "Forbidden"),
+        # The first failed item of a loop.
+        (
+            {
+                "msg": "One or more items failed",
+                "results": [
+                    {"failed": False, "reason": "Ignored"},
+                    {"failed": True, "reason": "NameTaken"},
+                ],
+            },
+            "NameTaken",
+        ),
+        # Not a word a condition may carry, or none given.
+        ({"msg": "x", "reason": "not a word"}, None),
+        ({"msg": "x", "reason": 3}, None),
+        ({"msg": "x"}, None),
+    ],
+)
+def test_the_failed_modules_reason_word(res, reason):
+    assert _failure_reason(res) == reason
 
 
 def test_rotation_keeps_the_newest(tmp_path):

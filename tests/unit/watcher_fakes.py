@@ -152,6 +152,7 @@ def result(
     stats: dict[str, Any] | None = None,
     task: str | None = None,
     msg: str | None = None,
+    reason: str | None = None,
 ) -> RunResult:
     return RunResult(
         status="successful" if ok else "failed",
@@ -161,4 +162,5 @@ def result(
         stats=stats or {},
         failed_task=task,
         failed_msg=msg,
+        failed_reason=reason,
     )

@@ -14,7 +14,7 @@ description:
   - Only these kinds can be written (any other is refused before anything is sent) - C(v1)
     Pod, PersistentVolumeClaim, Service, Secret and ServiceAccount, C(policy/v1)
     PodDisruptionBudget, C(batch/v1) Job and CronJob, C(rbac.authorization.k8s.io/v1)
-    RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
+    Role and RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
   - O(state=status) writes only the status subresource, of EtcdBackup and EtcdRestore.
   - An object is written only when it would change (every field it gives is already so, list
     items compared item by item); RV(changed) is that comparison. In check mode nothing is

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
@@ -247,6 +248,15 @@ def explain(
         return S3Error(
             f"{operation} {where} failed: the endpoint answered HTTP {status} ({kind}) "
             "without an S3 error; is s3.endpoint the S3 API's address?",
+            reason="S3InvalidResponse",
+        )
+    if isinstance(exc, ElementTree.ParseError) or (
+        isinstance(exc, ValueError) and str(exc).startswith("XML element")
+    ):
+        # An answer that is XML, or looks like it, but no S3 listing or error.
+        return S3Error(
+            f"{operation} {where} failed: the endpoint's answer is not an S3 one; is "
+            "s3.endpoint the S3 API's address?",
             reason="S3InvalidResponse",
         )
     if isinstance(exc, minio.error.ServerError):

@@ -102,6 +102,12 @@ def test_the_stores_answer_reaches_a_message_only_as_a_short_s3_error():
     assert "<script>" not in odd.message and "an unreadable code" in odd.message
     down = explain(ServerError("server failed with HTTP status code 503", 503), params(), "list")
     assert "HTTP 503" in down.message
+    # HTML that parses as XML, and what does not parse at all: neither is a listing.
+    from xml.etree import ElementTree
+
+    for answer in (ValueError("XML element <Name> not found"), ElementTree.ParseError("x")):
+        assert explain(answer, params(), "list").reason == "S3InvalidResponse"
+    assert explain(ValueError("invalid bucket name b"), params(), "list").reason == "InvalidInput"
 
 
 def test_errors_never_carry_credentials():

@@ -343,11 +343,6 @@ def test_a_backup_prunes_only_its_own_snapshots_mounts_only_a_marked_claim_and_r
         once = wait_phase(k8s, ns, "before-migration", {"Succeeded", "Failed"}, BACKUP_WITHIN)
         assert once["status"]["phase"] == "Succeeded", json.dumps(once["status"], indent=1)
         only = once["status"]["lastSnapshot"]["location"].removeprefix(f"s3://{bucket}/")
-        assert only.startswith(f"e2e/{ns}/{name}/before-migration/")
-        manifest = json.loads(store.get_object(bucket, only + ".json").read())
-        assert manifest["backup"]["name"] == "before-migration"
-        assert manifest["backup"]["uid"] == once["metadata"]["uid"]
-        assert manifest["clusterID"] == once["status"]["lastSnapshot"]["clusterID"]
 
         # The schedule of the same cluster, to the same bucket and prefix, keep 1; it fires
         # twice by hand (its own schedule not before next year).
@@ -360,6 +355,15 @@ def test_a_backup_prunes_only_its_own_snapshots_mounts_only_a_marked_claim_and_r
                 "-n", ns, "wait", "--for=condition=complete", f"job/hourly-now-{run}",
                 f"--timeout={BACKUP_WITHIN}s",
             )  # fmt: skip
+
+        # The one-off's only snapshot is still there (what failed before: the schedule's keep 1
+        # pruned it), and still said Available.
+        assert keys_under(store, bucket, only) == [only, only + ".json"]
+        assert only.startswith(f"e2e/{ns}/{name}/before-migration/")
+        manifest = json.loads(store.get_object(bucket, only + ".json").read())
+        assert manifest["backup"]["name"] == "before-migration"
+        assert manifest["backup"]["uid"] == once["metadata"]["uid"]
+        assert manifest["clusterID"] == once["status"]["lastSnapshot"]["clusterID"]
 
         def own_newest() -> str:
             own = [
@@ -379,8 +383,6 @@ def test_a_backup_prunes_only_its_own_snapshots_mounts_only_a_marked_claim_and_r
         hourly = k8s.wait_for(
             reported, timeout=60, interval=2, what="hourly's second run, reported"
         )
-        # The one-off's only snapshot is still there, and still said Available.
-        assert keys_under(store, bucket, only) == [only, only + ".json"]
         once = get(k8s, ns, "etcdbackup", "before-migration")
         assert condition(once, "Available")["status"] == "True", condition(once, "Available")
         # The schedule pruned its own first snapshot (keep 1), and nothing else.
@@ -399,7 +401,7 @@ def test_a_backup_prunes_only_its_own_snapshots_mounts_only_a_marked_claim_and_r
         assert seen["count"] == 1 and seen["examples"][0]["key"] == foreign, seen
 
         # Someone deletes the one-off's only snapshot: asked to check, the backup says it is
-        # gone (Available False, an Event), and a restore from it is refused up front.
+        # gone (Available False, an Event).
         store.remove_object(bucket, only)
         k8s.kubectl(
             "-n", ns, "annotate", "etcdbackup", "before-migration",

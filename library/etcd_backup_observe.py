@@ -8,10 +8,11 @@ module: etcd_backup_observe
 short_description: Read what the operator's side of an EtcdBackup decides on, in one go
 description:
   - Lists the Jobs and Pods labelled C(etcd.runbook.io/backup=<name>) in O(namespace), and
-    reads the CronJob named O(name) and, after those, the EtcdBackup's status.
+    reads the CronJob named O(name), the RoleBinding C(etcd-backup-<name>) and, after those,
+    the EtcdBackup's status.
   - With O(cluster), O(credentials_secret) or O(claim), says whether that EtcdCluster and
-    claim exist and which keys that Secret holds. The Secret's values never leave the
-    module.
+    claim exist (with the cluster's C(spec.tls) and the claim's labels) and which keys that
+    Secret holds. The Secret's values never leave the module.
   - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
     the backup Jobs run too).
   - Never changes anything; runs the same in check mode.
@@ -79,6 +80,15 @@ cluster_found:
   description: Whether O(cluster) exists; null without O(cluster).
   returned: success
   type: bool
+cluster:
+  description: Of O(cluster), C(metadata.name) and C(spec.tls) (which TLS Secrets its members
+    use); null when it does not exist or was not asked for.
+  returned: success
+  type: dict
+binding:
+  description: The RoleBinding C(etcd-backup-<name>), or null.
+  returned: success
+  type: dict
 secret_keys:
   description: The key names of O(credentials_secret), sorted; null when it does not exist
     or was not asked for.
@@ -89,6 +99,11 @@ claim_found:
   description: Whether O(claim) exists; null without O(claim).
   returned: success
   type: bool
+claim_labels:
+  description: The labels of O(claim) (its mark C(etcd.runbook.io/backup-destination=true)
+    says it is meant for backups); null when it does not exist or was not asked for.
+  returned: success
+  type: dict
 image:
   description: The image of O(own_pod)'s container; empty without O(own_pod).
   returned: success

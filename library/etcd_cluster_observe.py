@@ -41,6 +41,13 @@ options:
   secret_selector:
     description: Label selector of the TLS Secrets; omitted, no Secret is read.
     type: str
+  secret_names:
+    description:
+      - Read only these Secrets, each by name (a GET), keeping those that carry
+        O(secret_selector), instead of listing the Secrets that carry it. For an account
+        whose Role names the Secrets it may read (a backup Job's) and lists none.
+    type: list
+    elements: str
   backups:
     description: Also list the EtcdBackups of O(namespace) (RV(backups)).
     type: bool
@@ -255,6 +262,7 @@ def argument_spec() -> dict[str, Any]:
         "namespace": {"type": "str", "required": True},
         "selector": {"type": "str", "required": True},
         "secret_selector": {"type": "str"},
+        "secret_names": {"type": "list", "elements": "str", "no_log": False},
         "backups": {"type": "bool", "default": False},
         **kube_argument_spec(),
         "etcd": {"type": "dict", "default": {}, "options": etcd},

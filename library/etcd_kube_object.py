@@ -15,7 +15,7 @@ description:
   - Only these kinds can be written (any other is refused before anything is sent) - C(v1)
     Pod, PersistentVolumeClaim, Service, Secret and ServiceAccount, C(policy/v1)
     PodDisruptionBudget, C(batch/v1) Job and CronJob, C(rbac.authorization.k8s.io/v1)
-    RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
+    Role and RoleBinding, and C(etcd.runbook.io/v1alpha1) EtcdCluster, EtcdBackup and EtcdRestore.
   - Writes only what the run owns. An object that does not exist is created; one that exists
     is written or deleted only when its controller ownerReference has the uid of the
     resource the run acts for (the uid of the object's own controller ownerReference as

@@ -30,8 +30,8 @@ description:
     more memory than a few parts of 16 MiB, whatever the snapshot's size. The multipart upload
     completes only after etcd's integrity hash was checked; otherwise it is aborted and
     nothing is listed under the key. A manifest, C(<key>.json) (sha256, size, revision, etcd
-    version, cluster ID, member, time, duration), is then written beside it; a snapshot
-    without one is unverified. RV(revision) is the member's revision read just before the
+    version, cluster ID, member, time, duration, and O(backup)), is then written beside it; a
+    snapshot without one is unverified. RV(revision) is the member's revision read just before the
     stream started. When O(key) already holds a verified snapshot, nothing is saved unless
     O(force=true).
   - With O(directory) instead of O(s3) (a mounted volume, or a local directory), O(key) and
@@ -102,6 +102,27 @@ options:
         C(<prefix>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db) (UTC time; such keys sort by time),
         the naming of the etcd_backup_plan filter's C(etcd_backup_key).
     type: str
+  backup:
+    description:
+      - With O(s3) or O(directory) and O(state=saved), the EtcdBackup the snapshot is taken
+        for, recorded in its manifest. A retention deletes only snapshots whose manifest names
+        its EtcdBackup (name and uid) and the cluster ID the cluster has now (the
+        C(etcd_snapshot_store) module's O(owner)); a snapshot saved without O(backup) is never
+        pruned by one.
+    type: dict
+    suboptions:
+      namespace:
+        description: The EtcdBackup's namespace.
+        type: str
+        required: true
+      name:
+        description: The EtcdBackup's name.
+        type: str
+        required: true
+      uid:
+        description: The EtcdBackup's uid (empty for a run by hand without an EtcdBackup).
+        type: str
+        default: ""
   member:
     description:
       - The member to snapshot (O(state=saved)), by name, member ID (hex) or client URL.
@@ -213,10 +234,14 @@ EXAMPLES = r"""
     endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
   register: uploaded
 
-- name: Stream a snapshot onto a mounted volume, under a prefix
+- name: Stream a snapshot onto a mounted volume, under an EtcdBackup's prefix
   etcd_snapshot:
-    prefix: prod/etcd
+    prefix: prod/etcd/nightly
     directory: /backup
+    backup:
+      namespace: prod
+      name: nightly
+      uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
     endpoints: ["https://etcd-0.etcd.prod.svc:2379"]
 
 - name: Fetch it back, checked against its manifest, then restore it
@@ -361,6 +386,14 @@ def argument_spec() -> dict[str, Any]:
         "prefix": {"type": "str"},
         "s3": s3_argument_spec(),
         "directory": {"type": "path"},
+        "backup": {
+            "type": "dict",
+            "options": {
+                "namespace": {"type": "str", "required": True},
+                "name": {"type": "str", "required": True},
+                "uid": {"type": "str", "default": ""},
+            },
+        },
         "member": {"type": "str"},
         "force": {"type": "bool", "default": False},
         "snapshot_timeout": {"type": "float", "default": 1800.0},
@@ -382,6 +415,8 @@ def check_combination(params: dict[str, Any]) -> None:
     stored = "s3" if params["s3"] else "directory" if params["directory"] else ""
     if (params["key"] or params["prefix"]) and not stored:
         raise EtcdInputError("key and prefix name snapshots in a store: give s3 or directory")
+    if params["backup"] and not (state == "saved" and stored):
+        raise EtcdInputError("backup goes into a manifest: only with state=saved and a store")
     if state == "saved" and stored:
         if bool(params["key"]) == bool(params["prefix"]):
             raise EtcdInputError(f"state=saved with {stored} needs exactly one of key or prefix")
@@ -514,6 +549,8 @@ def save(module: AnsibleModule) -> dict[str, Any]:
             "time": taken_at,
             "duration": result["duration"],
         }
+        if params["backup"]:
+            manifest["backup"] = dict(params["backup"])
         store.write_manifest(key, manifest)
         result.update({"size": saved.size, "sha256": saved.sha256, "manifest": manifest})
     result["msg"] = f"saved a snapshot of {describe(member)} to {target} ({saved.size} bytes)"

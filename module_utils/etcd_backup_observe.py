@@ -1,7 +1,8 @@
 """One read-only look at what the operator's side of an EtcdBackup decides on
-(etcd_backup_observe): the EtcdCluster it names, the names of its credentials Secret's keys
-(never their values), its claim, its Jobs, their Pods and its CronJob, and the image the
-operator itself runs. One module process instead of one per object."""
+(etcd_backup_observe): the EtcdCluster it names (whose TLS Secrets its Jobs' Role names), the
+names of its credentials Secret's keys (never their values), its claim and the claim's labels
+(the mark that it is meant for backups), its Jobs, their Pods, its CronJob and RoleBinding,
+and the image the operator itself runs. One module process instead of one per object."""
 
 from __future__ import annotations
 
@@ -62,19 +63,36 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         "status": (reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", name)) or {}).get(
             "status"
         ),
+        # The RoleBinding of the backup's account: one an earlier release made points at a
+        # shared ClusterRole and is replaced.
+        "binding": reader.get(
+            namespaced("rbac.authorization.k8s.io/v1", ns, "rolebindings", f"etcd-backup-{name}")
+        ),
         "cluster_found": None,
+        "cluster": None,
         "secret_keys": None,
         "claim_found": None,
+        "claim_labels": None,
         "image": "",
     }
     if params.get("cluster"):
         path = namespaced(GROUP_VERSION, ns, "etcdclusters", params["cluster"])
-        facts["cluster_found"] = reader.get(path) is not None
+        cluster = reader.get(path)
+        facts["cluster_found"] = cluster is not None
+        if cluster is not None:
+            # What the backup's Role is made from: its name and spec.tls.
+            facts["cluster"] = {
+                "metadata": {"name": (cluster.get("metadata") or {}).get("name")},
+                "spec": {"tls": (cluster.get("spec") or {}).get("tls") or {}},
+            }
     if params.get("credentials_secret"):
         facts["secret_keys"] = secret_key_names(reader, ns, params["credentials_secret"])
     if params.get("claim"):
         path = namespaced("v1", ns, "persistentvolumeclaims", params["claim"])
-        facts["claim_found"] = reader.get(path) is not None
+        claim = reader.get(path)
+        facts["claim_found"] = claim is not None
+        if claim is not None:
+            facts["claim_labels"] = dict((claim.get("metadata") or {}).get("labels") or {})
     own = params.get("own_pod") or {}
     if own.get("name") and own.get("namespace"):
         pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))

@@ -36,6 +36,7 @@ KINDS = {
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
     ("batch/v1", "Job"): "jobs",
     ("batch/v1", "CronJob"): "cronjobs",
+    ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("etcd.runbook.io/v1alpha1", "EtcdCluster"): "etcdclusters",
     ("etcd.runbook.io/v1alpha1", "EtcdBackup"): "etcdbackups",

@@ -168,6 +168,7 @@ class Observer:
     secret_selector: str | None
     timeout: float
     backups: bool = False
+    secret_names: list[str] | None = None
 
     def listed(
         self, group_version: str, resource: str, kind: str, selector: str
@@ -215,13 +216,37 @@ class Observer:
             "secrets": [],
         }
         facts["nodes"] = self.nodes_of(facts["pods"], facts["claims"])
-        if self.secret_selector is not None:
+        if self.secret_selector is not None and self.secret_names is not None:
+            facts["secrets"] = self.named_secrets(self.secret_names, self.secret_selector)
+        elif self.secret_selector is not None:
             facts["secrets"] = self.listed("v1", "secrets", "Secret", self.secret_selector)
         if self.backups:
             # Every EtcdBackup of the namespace: the plan picks this cluster's (by clusterName,
             # which no label carries) for the snapshot a minor upgrade starts with.
             facts["backups"] = self.listed(BACKUP_GROUP_VERSION, "etcdbackups", "EtcdBackup", "")
         return facts
+
+    def named_secrets(self, names: list[str], selector: str) -> list[dict[str, Any]]:
+        """The Secrets of `names` that exist and carry `selector`, each read by name: the
+        same Secrets a list by `selector` would return of them, for an account that may not
+        list Secrets."""
+        found = []
+        for name in dict.fromkeys(names):
+            secret = self.reader.get(namespaced("v1", self.namespace, "secrets", name))
+            if secret is not None and selected(secret, selector):
+                found.append(secret)
+        return lean(found)
+
+
+def selected(obj: dict[str, Any], selector: str) -> bool:
+    """Whether `obj`'s labels match an equality selector (`k=v,k2=v2`, what the runbooks
+    select Secrets with)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        key, _, value = term.partition("=")
+        if labels.get(key.strip()) != value.strip().lstrip("="):
+            return False
+    return True
 
 
 def lean(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -397,6 +422,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         namespace=params["namespace"],
         selector=params["selector"],
         secret_selector=params.get("secret_selector"),
+        secret_names=params.get("secret_names"),
         timeout=float(etcd.get("timeout") or 5),
         backups=bool(params.get("backups")),
     )

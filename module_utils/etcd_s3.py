@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
@@ -179,21 +181,45 @@ def make_client(params: S3Params) -> Any:
     return client
 
 
+# What of the store's answer a message may carry (and so a condition, an Event, the Job's
+# termination message): an S3 error code and a short text, never a body. An endpoint that is
+# not a store (or is hostile) could otherwise put anything it likes into an EtcdBackup's status.
+SAID_MAX = 120
+_CODE = re.compile(r"^[A-Za-z][A-Za-z0-9.]{0,63}$")
+_UNPRINTABLE = re.compile(r"[^ -~]+")
+
+
+def short_text(text: Any, limit: int = SAID_MAX) -> str:
+    """`text` as one short line of printable ASCII (whitespace collapsed), cut at `limit`."""
+    line = " ".join(_UNPRINTABLE.sub(" ", str(text or "")).split())
+    return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
+
+
+def s3_said(params: S3Params, code: Any, message: Any) -> str:
+    """An S3 error as messages show it: `S3 <Code>: <short message>`, credentials scrubbed.
+    A code that is not an S3 error code's shape is not repeated."""
+    word = str(code or "")
+    shown = word if _CODE.match(word) else "error (an unreadable code)"
+    said = short_text(params.scrub(str(message or "")))
+    return f"S3 {shown}: {said}" if said else f"S3 {shown}"
+
+
 def explain(
     exc: BaseException, params: S3Params, operation: str, key: str | None = None
 ) -> S3Error:
-    """An S3/HTTP failure as a message that says what to fix; credentials scrubbed."""
+    """An S3/HTTP failure as a message that says what to fix; credentials scrubbed, and of
+    the store's answer only the S3 error code and a short message (s3_said)."""
     if isinstance(exc, S3Error):
         return exc
     minio = _minio()
     where = params.where(key)
     if isinstance(exc, minio.error.S3Error):
         code = exc.code or ""
-        server_said = params.scrub(f"{code}: {exc.message}")
+        said = s3_said(params, code, exc.message)
         if code in AUTH_CODES:
             return S3Error(
                 f"{operation} {where} was refused: the access key and secret key are wrong or "
-                f"lack permission on bucket {params.bucket} (the store said {server_said})",
+                f"lack permission on bucket {params.bucket} ({said})",
                 reason="S3AuthFailed",
             )
         if code == "NoSuchBucket":
@@ -211,17 +237,35 @@ def explain(
         ):
             return S3Error(
                 f"{operation} {where} failed: the bucket is in another region than "
-                f"s3.region={params.region} (the store said {server_said})",
+                f"s3.region={params.region} ({said})",
                 reason="S3WrongRegion",
             )
-        return S3Error(f"{operation} {where} failed: the store said {server_said}")
-    if isinstance(exc, minio.error.ServerError | minio.error.InvalidResponseError):
+        return S3Error(f"{operation} {where} failed: {said}")
+    if isinstance(exc, minio.error.InvalidResponseError):
+        # Its text holds the whole body the endpoint sent: only the status and type are kept.
+        status = getattr(exc, "_code", "?")
+        kind = short_text(getattr(exc, "_content_type", "") or "none", 40)
         return S3Error(
-            f"{operation} {where} failed: the endpoint answered, but not as an S3 store "
-            f"would ({params.scrub(str(exc))[:500]}); is s3.endpoint the S3 API's address?",
+            f"{operation} {where} failed: the endpoint answered HTTP {status} ({kind}) "
+            "without an S3 error; is s3.endpoint the S3 API's address?",
+            reason="S3InvalidResponse",
+        )
+    if isinstance(exc, ElementTree.ParseError) or (
+        isinstance(exc, ValueError) and str(exc).startswith("XML element")
+    ):
+        # An answer that is XML, or looks like it, but no S3 listing or error.
+        return S3Error(
+            f"{operation} {where} failed: the endpoint's answer is not an S3 one; is "
+            "s3.endpoint the S3 API's address?",
+            reason="S3InvalidResponse",
+        )
+    if isinstance(exc, minio.error.ServerError):
+        return S3Error(
+            f"{operation} {where} failed: the store answered HTTP {exc.status_code} (a server "
+            "error; it may be overloaded or down)",
             reason="S3Error",
         )
-    text = params.scrub(str(exc))
+    text = short_text(params.scrub(str(exc)), 300)
     lowered = text.lower()
     if any(hint in lowered for hint in ("ssl", "certificate", "tls", "handshake")):
         return S3Error(
@@ -243,12 +287,12 @@ def explain(
     ):
         return S3Error(
             f"cannot reach the object store at {params.endpoint} ({operation} {where}): "
-            f"nothing answers there, or it is down or filtered [{text[:500]}]",
+            f"nothing answers there, or it is down or filtered [{text}]",
             reason="S3Unreachable",
         )
     if isinstance(exc, ValueError):
         return S3Error(f"{operation} {where}: {text}", reason="InvalidInput")
-    return S3Error(f"{operation} {where} failed: {type(exc).__name__}: {text[:500]}")
+    return S3Error(f"{operation} {where} failed: {type(exc).__name__}: {text}")
 
 
 class SnapshotStore(SnapshotCatalog):
@@ -328,13 +372,16 @@ class SnapshotStore(SnapshotCatalog):
     def remove(self, key: str) -> None:
         self._do("delete", key, self.client.remove_object, self.params.bucket, key)
 
-    def list_keys(self, prefix: str) -> list[dict[str, Any]]:
-        """Every object under `prefix` (recursive): {key, size, time}."""
+    def list_keys(self, prefix: str, recursive: bool = False) -> list[dict[str, Any]]:
+        """The objects under `prefix`: {key, size, time}. Not `recursive`, the store lists
+        with its `/` delimiter: what lies deeper comes back as a directory, left out here."""
 
         def listing() -> list[dict[str, Any]]:
             return [
                 {"key": o.object_name, "size": int(o.size or 0), "time": _rfc3339(o.last_modified)}
-                for o in self.client.list_objects(self.params.bucket, prefix=prefix, recursive=True)
+                for o in self.client.list_objects(
+                    self.params.bucket, prefix=prefix, recursive=recursive
+                )
                 if not o.is_dir
             ]
 

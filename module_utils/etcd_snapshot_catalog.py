@@ -7,6 +7,10 @@ Layout (docs/backup-storage.md): a snapshot is the bytes `etcdctl snapshot save`
 manifest exists and records the snapshot's size and a sha256. Listing, and what a listing
 says of each snapshot, is the same wherever the bytes are: a place says how to list its keys
 and read a manifest, and `SnapshotCatalog` does the rest.
+
+A manifest names who wrote the snapshot: `backup` (the EtcdBackup's namespace, name and uid)
+and `clusterID` (the etcd cluster's). A retention deletes only what its own manifests name
+(`ownership`, twin of the etcd_backup_plan filter's: tests/unit/test_filter_twins.py).
 """
 
 from __future__ import annotations
@@ -67,10 +71,31 @@ def describe_snapshot(obj: dict[str, Any], manifest: dict[str, Any] | None) -> d
             entry["sha256"] = sha
         if isinstance(manifest.get("time"), str):
             entry["time"] = manifest["time"]
-        for name in ("revision", "etcdVersion", "clusterID", "member", "duration"):
+        for name in ("revision", "etcdVersion", "clusterID", "member", "duration", "backup"):
             if name in manifest:
                 entry[name] = manifest[name]
     return entry
+
+
+def ownership(entry: dict[str, Any], owner: dict[str, Any]) -> str:
+    """Empty when the listed snapshot `entry` is `owner`'s to delete, else why it is not.
+
+    `owner` is {name, uid, cluster_id}: the EtcdBackup and the etcd cluster ID the cluster
+    has now. Only a verified snapshot whose manifest names that EtcdBackup (name and uid) and
+    that cluster ID is; anything else (no manifest, another backup's, a re-created cluster's
+    old data, a file a person put there) is left alone."""
+    if entry.get("verified") is not True or not entry.get("sha256"):
+        return "no manifest that verifies it"
+    written = entry.get("backup")
+    if not isinstance(written, dict):
+        return "its manifest names no EtcdBackup"
+    name, uid = str(written.get("name") or ""), str(written.get("uid") or "")
+    if (name, uid) != (str(owner.get("name") or ""), str(owner.get("uid") or "")):
+        return f"written by EtcdBackup {name or '?'} (uid {uid or 'none'})"
+    cluster_id = str(entry.get("clusterID") or "")
+    if not cluster_id or cluster_id != str(owner.get("cluster_id") or ""):
+        return f"taken from etcd cluster {cluster_id or '?'}, not this cluster's"
+    return ""
 
 
 class SnapshotCatalog:
@@ -94,8 +119,9 @@ class SnapshotCatalog:
         """Delete `key`; a key that is not there is nothing to do."""
         raise NotImplementedError
 
-    def list_keys(self, prefix: str) -> list[dict[str, Any]]:
-        """Every key under `prefix` (recursive): {key, size, time}."""
+    def list_keys(self, prefix: str, recursive: bool = False) -> list[dict[str, Any]]:
+        """The keys that start with `prefix`: {key, size, time}. Not `recursive`, only those
+        with no `/` after the prefix (one backup's own snapshots, not what lies below)."""
         raise NotImplementedError
 
     def stat(self, key: str) -> dict[str, Any] | None:
@@ -106,11 +132,11 @@ class SnapshotCatalog:
         """The manifest of snapshot `key`; None when it has none, {} when it is unreadable."""
         raise NotImplementedError
 
-    def snapshots(self, prefix: str) -> dict[str, Any]:
+    def snapshots(self, prefix: str, recursive: bool = False) -> dict[str, Any]:
         """The snapshots under `prefix`, newest first, each as the retention plan reads them
-        ({location, key, time, size, sha256, verified, revision, ...}), and the manifests
-        whose snapshot is gone (`orphans`)."""
-        objects = self.list_keys(prefix)
+        ({location, key, time, size, sha256, verified, revision, backup, ...}), and the
+        manifests whose snapshot is gone (`orphans`)."""
+        objects = self.list_keys(prefix, recursive)
         names = {o["key"] for o in objects}
         entries = []
         for obj in objects:
@@ -125,6 +151,28 @@ class SnapshotCatalog:
         )
         entries.sort(key=lambda e: (e["time"], e.get("revision") or -1, e["key"]), reverse=True)
         return {"snapshots": entries, "orphans": orphans}
+
+    def check(self, key: str) -> dict[str, Any]:
+        """Whether the snapshot at `key` is still there and verified: {key, found, verified,
+        sha256, size, why}. `why` says what is missing (the object, its manifest) or wrong."""
+        found = self.stat(key)
+        result: dict[str, Any] = {"key": key, "found": found is not None, "verified": False}
+        if found is None:
+            return {**result, "sha256": "", "size": 0, "why": "the snapshot is gone"}
+        manifest = self.read_manifest(key)
+        entry = describe_snapshot(found, manifest)
+        why = ""
+        if manifest is None:
+            why = "its manifest is gone"
+        elif not entry["verified"]:
+            why = "its manifest does not verify it (unreadable, or another size)"
+        return {
+            **result,
+            "verified": entry["verified"],
+            "sha256": entry["sha256"],
+            "size": found["size"],
+            "why": why,
+        }
 
     def verified_manifest(self, key: str) -> dict[str, Any] | None:
         """The manifest of the verified snapshot at `key`, or None when there is none."""

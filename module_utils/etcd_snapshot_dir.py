@@ -140,7 +140,7 @@ class DirectoryStore(SnapshotCatalog):
             raise explain(exc, "delete", path) from None
         fsync_dir(os.path.dirname(path))
 
-    def list_keys(self, prefix: str) -> list[dict[str, Any]]:
+    def list_keys(self, prefix: str, recursive: bool = False) -> list[dict[str, Any]]:
         # A prefix not written yet lists nothing, but an unmounted volume is not an empty one.
         self.check_access(prefix)
         # Walk from the deepest directory the prefix names; keys are then matched on the
@@ -153,7 +153,9 @@ class DirectoryStore(SnapshotCatalog):
                 raise explain(exc, "list", exc.filename or start)
 
         for directory, subdirs, files in os.walk(start, onerror=failed):
-            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+            # Not recursive: the files of the prefix's own directory only, as a store lists
+            # with a delimiter.
+            subdirs[:] = [d for d in subdirs if recursive and not d.startswith(".")]
             for name in files:
                 if name.startswith("."):
                     continue

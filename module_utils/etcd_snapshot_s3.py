@@ -273,7 +273,7 @@ def download_snapshot(
 
 def snapshot_name(prefix: str, stamp: str, revision: int) -> str:
     """`<prefix>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db`, the name the etcd_backup_plan filter's
-    `etcd_backup_key` gives (with its prefix being `<prefix>/<namespace>/<cluster>`)."""
+    `etcd_backup_key` gives (with its prefix being `<prefix>/<namespace>/<cluster>/<backup>`)."""
     clean = "/".join(part for part in prefix.split("/") if part)
     name = f"{stamp}-rev{revision}{SNAPSHOT_SUFFIX}"
     return f"{clean}/{name}" if clean else name

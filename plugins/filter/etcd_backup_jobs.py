@@ -6,8 +6,15 @@ The snapshot itself is taken inside the Job, by `playbooks/etcd-backup.yml` from
 operator's image: the bytes go member -> Job -> destination and never through the operator,
 a volume destination mounts into the Job, and a schedule goes on while the operator is down
 (docs/design-decisions.md, "Backups run as Jobs"). The Job records each verified snapshot in
-the EtcdBackup's status itself (`lastSnapshot`, `retainedSnapshots`); the operator owns
-`phase`, the conditions and the schedule times, decided here from the Jobs it reads.
+the EtcdBackup's status itself (`lastSnapshot`, `retainedSnapshots`, `foreignObjects`,
+`lastCheck`); a check Job (the same playbook with `check`) looks again, every check interval,
+that `lastSnapshot` and its manifest are still there. The operator owns `phase`, the
+conditions and the schedule times, decided here from the Jobs it reads: Available only while
+the last check found the snapshot.
+
+Each backup's Jobs run under a ServiceAccount bound to a Role of the backup's own, whose
+rules name exactly the EtcdBackup, the EtcdCluster and the cluster's two TLS Secrets it
+reads (`job_role`): no Secret of the namespace is listed, no other EtcdBackup is written.
 
 Pure functions over plain dicts, tested in tests/unit/test_etcd_backup_jobs.py. Objects are
 built as data (never rendered from YAML templates), so no value a user wrote can become
@@ -25,9 +32,18 @@ from zoneinfo import ZoneInfo
 
 GROUP = "etcd.runbook.io"
 LABEL_BACKUP = f"{GROUP}/backup"
+# What a Job of the backup does: takes a snapshot (unset on Jobs made before there were
+# checks) or checks that status.lastSnapshot is still there.
+LABEL_JOB = f"{GROUP}/job"
+CHECK = "check"
+# The mark a claim carries when its owner means it for etcd backups: only such a claim is
+# mounted (and made group-writable by the Job's fsGroup).
+LABEL_DESTINATION = f"{GROUP}/backup-destination"
+# Set to any new value (a time, say), it asks for a check of status.lastSnapshot now.
+ANNOTATION_CHECK = f"{GROUP}/check-requested"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
-# The ClusterRole bound in each backup's namespace (config/rbac/backup_role.yaml).
-BACKUP_CLUSTER_ROLE = "etcd-runbook-backup"
+# A finished check Job is collected after this long: one is made every check interval.
+CHECK_TTL_SECONDS = 600
 WORKDIR = "/opt/etcd-runbook-operator"
 VOLUME_ROOT = "/backup"
 S3_CA_DIR = "/etc/etcd-backup/s3-ca"
@@ -105,10 +121,13 @@ def _owner(backup: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dict[str, Any]:
+def pod_spec(
+    backup: dict[str, Any], image: str, options: dict[str, Any], check: bool = False
+) -> dict[str, Any]:
     """The backup Pod: the operator's image running playbooks/etcd-backup.yml for this
     EtcdBackup, non-root with a read-only root, S3 credentials as environment variables from
-    their Secret (never in an argument, a file of the run or a log)."""
+    their Secret (never in an argument, a file of the run or a log). `check`: the Pod of a
+    check Job, which only reads (a volume destination is mounted read-only)."""
     meta = _meta(backup)
     env: list[dict[str, Any]] = [
         # The playbook writes why it failed here, for the operator to put into a condition.
@@ -145,12 +164,17 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
             )
     volume = _volume(backup)
     if volume:
-        mounts.append({"name": "destination", "mountPath": VOLUME_ROOT})
+        mount: dict[str, Any] = {"name": "destination", "mountPath": VOLUME_ROOT}
+        if check:
+            mount["readOnly"] = True
+        mounts.append(mount)
         env.append({"name": "ETCD_BACKUP_VOLUME_DIR", "value": VOLUME_ROOT})
         volumes.append(
             {"name": "destination", "persistentVolumeClaim": {"claimName": volume["claimName"]}}
         )
-    extra = {"backup": meta["name"], "namespace": meta["namespace"]}
+    extra: dict[str, Any] = {"backup": meta["name"], "namespace": meta["namespace"]}
+    if check:
+        extra["check"] = True
     return {
         "serviceAccountName": account_name(backup),
         "restartPolicy": "Never",
@@ -181,7 +205,9 @@ def pod_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dic
                 "terminationMessagePolicy": "File",
                 "resources": {
                     "requests": {"cpu": "100m", "memory": "128Mi"},
-                    "limits": {"memory": options.get("memory_limit", "512Mi")},
+                    "limits": {
+                        "memory": "256Mi" if check else options.get("memory_limit", "512Mi")
+                    },
                 },
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
@@ -234,13 +260,106 @@ def _check(backup: dict[str, Any], image: str) -> None:
         )
 
 
+def tls_secret_names(cluster: dict[str, Any] | None) -> list[str]:
+    """The TLS Secrets a backup Job reads to reach the cluster's members: the server Secret
+    (its ca.crt) and the client Secret (its pair); none when the cluster runs without TLS.
+    (etcd_plan.normalize_spec names them; a filter plugin cannot import another:
+    tests/unit/test_filter_twins.py.)"""
+    if not cluster:
+        return []
+    tls = _spec(cluster).get("tls") or {}
+    if not tls.get("enabled", True):
+        return []
+    named = tls.get("secrets") or {}
+    name = str(_meta(cluster).get("name") or "")
+    return sorted(
+        {named.get("server") or f"{name}-server-tls", named.get("client") or f"{name}-client-tls"}
+    )
+
+
+def job_role(backup: dict[str, Any], secrets: list[str]) -> list[dict[str, Any]]:
+    """The rules of the Role a backup's Jobs run under: what playbooks/etcd-backup.yml does,
+    by name wherever the API server allows it. It reads this EtcdBackup and writes its status
+    (no other's), reads the EtcdCluster, lists the cluster's Pods, claims, Services and budget
+    (the etcd_common look; a list cannot be narrowed by name), and reads the two TLS Secrets
+    of `secrets` by name: it cannot list the namespace's Secrets (S3 keys, CA keys). Its S3
+    credentials come from the Pod's environment, never from the API."""
+    name, cluster = _meta(backup)["name"], _spec(backup).get("clusterName")
+    rules: list[dict[str, Any]] = [
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdbackups"],
+            "verbs": ["get"],
+            "resourceNames": [name],
+        },
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdbackups/status"],
+            "verbs": ["get", "patch"],
+            "resourceNames": [name],
+        },
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdclusters"],
+            "verbs": ["get"],
+            "resourceNames": [str(cluster)],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "persistentvolumeclaims", "services"],
+            "verbs": ["list"],
+        },
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+    ]
+    # Empty resourceNames would mean every Secret: no rule at all without TLS.
+    if secrets:
+        rules.append(
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "verbs": ["get"],
+                "resourceNames": sorted(secrets),
+            }
+        )
+    return rules
+
+
+def check_job(
+    backup: dict[str, Any], image: str, options: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """A Job that checks, read-only, that status.lastSnapshot and its manifest are still
+    there and records the answer in status.lastCheck; collected CHECK_TTL_SECONDS after."""
+    meta = _meta(backup)
+    job_labels = {**labels(backup), LABEL_JOB: CHECK}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": job_labels,
+            "ownerReferences": _owner(backup),
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 300,
+            "ttlSecondsAfterFinished": CHECK_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": job_labels},
+                "spec": pod_spec(backup, image, options, check=True),
+            },
+        },
+    }
+
+
 def workload(
     backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The objects that take this EtcdBackup's snapshots, in the order to write them: its
-    ServiceAccount, a RoleBinding of it to the backup ClusterRole in this namespace, then the
-    Job (one-off: named after the spec, so written once, and not again once its snapshot
-    was taken) or the CronJob (a schedule).
+    ServiceAccount, its Role (`job_role`, with `options["secrets"]`, the cluster's TLS
+    Secrets) and a RoleBinding of the one to the other, then the Job (one-off: named after
+    the spec, so written once, and not again once its snapshot was taken) or the CronJob (a
+    schedule), then the check Job `options["check_job"]` names (`check_plan`), if any.
 
     Returns {"objects": [...], "job": name of the one-off Job or "", "cronjob": name or ""}."""
     options = options or {}
@@ -261,18 +380,25 @@ def workload(
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": account, **common},
+            "rules": job_role(backup, list(options.get("secrets") or [])),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": {"name": account, **common},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": options.get("cluster_role", BACKUP_CLUSTER_ROLE),
-            },
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
             "subjects": [
                 {"kind": "ServiceAccount", "name": account, "namespace": meta["namespace"]}
             ],
         },
     ]
+    checking = (
+        [check_job(backup, image, options, options["check_job"])]
+        if options.get("check_job")
+        else []
+    )
     job_spec = _job_spec(backup, image, options)
     if spec.get("schedule"):
         cron_spec: dict[str, Any] = {
@@ -297,14 +423,14 @@ def workload(
                 "spec": cron_spec,
             }
         )
-        return {"objects": objects, "job": "", "cronjob": meta["name"]}
+        return {"objects": objects + checking, "job": "", "cronjob": meta["name"]}
     name = job_name(backup)
     status = backup.get("status") or {}
     if status.get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
         "generation"
     ):
         # Taken: a Job deleted afterwards is not a request for another snapshot.
-        return {"objects": objects, "job": name, "cronjob": ""}
+        return {"objects": objects + checking, "job": name, "cronjob": ""}
     objects.append(
         {
             "apiVersion": "batch/v1",
@@ -313,7 +439,136 @@ def workload(
             "spec": job_spec,
         }
     )
-    return {"objects": objects, "job": name, "cronjob": ""}
+    return {"objects": objects + checking, "job": name, "cronjob": ""}
+
+
+def owned(obj: dict[str, Any] | None, backup: dict[str, Any]) -> bool:
+    """Whether this backup is `obj`'s controller owner (by uid): the only objects the
+    runbook patches or deletes."""
+    return any(
+        ref.get("controller") and ref.get("uid") == _meta(backup).get("uid")
+        for ref in _meta(obj or {}).get("ownerReferences") or []
+    )
+
+
+def stale_binding(binding: dict[str, Any] | None, backup: dict[str, Any]) -> bool:
+    """Whether the backup's RoleBinding is one an earlier release made (to the shared
+    ClusterRole etcd-runbook-backup, which lists every Secret of the namespace) and this
+    backup owns: it is deleted before the binding to the backup's own Role is written (a
+    RoleBinding's roleRef cannot change)."""
+    kind = ((binding or {}).get("roleRef") or {}).get("kind")
+    return kind == "ClusterRole" and owned(binding, backup)
+
+
+# --- is status.lastSnapshot still there ------------------------------------------------------
+
+
+def _parse(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text or ""), RFC3339).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def check_plan(
+    backup: dict[str, Any], jobs: list[dict[str, Any]], now: str, interval: int
+) -> dict[str, Any]:
+    """Whether a check Job should look now that status.lastSnapshot is still there (the
+    object and its manifest), and if not, in how many seconds.
+
+    Due when the snapshot was never checked (its lastCheck is of another location), when the
+    annotation etcd.runbook.io/check-requested has a value no check has answered yet, or
+    when the last check is `interval` seconds old; never while a Job of the backup runs (a
+    snapshot Job checks its own). The Job's name is made from the location, the request and
+    the interval the time falls in: one check per reason and interval, not one per run.
+
+    Returns {"due": bool, "name": the check Job's name or "", "after": seconds until the
+    next check is due (0: none to wait for), "why": str}."""
+    status = backup.get("status") or {}
+    last, checked = status.get("lastSnapshot") or {}, status.get("lastCheck") or {}
+    idle = {"due": False, "name": "", "after": 0, "why": ""}
+    moment = _parse(now)
+    if not last.get("location") or moment is None or interval < 1:
+        return idle
+    name = _meta(backup).get("name")
+    if any(
+        _job_state(j) == "Active"
+        for j in jobs
+        if (_meta(j).get("labels") or {}).get(LABEL_BACKUP) == name
+    ):
+        return idle
+    request = str((_meta(backup).get("annotations") or {}).get(ANNOTATION_CHECK) or "")
+    checked_at = _parse(checked.get("time"))
+    why = ""
+    if checked.get("location") != last["location"] or checked_at is None:
+        why = f"{last['location']} was not checked yet"
+    elif request and request != checked.get("request"):
+        why = f"{ANNOTATION_CHECK} asks for a check ({request})"
+    else:
+        age = (moment - checked_at).total_seconds()
+        if age < interval:
+            return {**idle, "after": max(1, min(3600, int(interval - age) + 1))}
+        why = f"last checked at {checked.get('time')}"
+    slot = int(moment.timestamp()) // interval
+    digest = hashlib.sha256(f"check\0{last['location']}\0{request}\0{slot}".encode()).hexdigest()
+    return {"due": True, "name": f"{name}-{digest[:10]}", "after": 0, "why": why}
+
+
+def refusals(
+    target: dict[str, Any], seen: dict[str, Any], work: dict[str, Any], namespace: str
+) -> list[dict[str, str]]:
+    """Why the backup cannot run, each naming its field; empty when it can. `target` is
+    etcd_backup_target's, `seen` etcd_backup_observe's, `work` workload_or_refusal's."""
+    if target.get("refused"):
+        return [{"reason": "InvalidSpec", "field": "spec", "message": target["refused"]}]
+    found: list[dict[str, str]] = []
+    if not seen.get("cluster_found"):
+        found.append(
+            {
+                "reason": "ClusterNotFound",
+                "field": "spec.clusterName",
+                "message": f"spec.clusterName: no EtcdCluster {target.get('cluster')} in "
+                f"namespace {namespace}",
+            }
+        )
+    keys = set(seen.get("secret_keys") or [])
+    if target.get("kind") == "s3" and not {"accessKeyId", "secretAccessKey"} <= keys:
+        field = "spec.destination.s3.credentialsSecret"
+        found.append(
+            {
+                "reason": "CredentialsInvalid",
+                "field": field,
+                "message": f"{field}: Secret {target.get('credentials_secret')} must exist in "
+                f"namespace {namespace} and hold accessKeyId and secretAccessKey",
+            }
+        )
+    field = "spec.destination.volume.claimName"
+    if target.get("kind") == "volume" and not seen.get("claim_found"):
+        found.append(
+            {
+                "reason": "ClaimNotFound",
+                "field": field,
+                "message": f"{field}: no PersistentVolumeClaim {target.get('claim')} in namespace "
+                f"{namespace} (create it first: the operator never makes or deletes it)",
+            }
+        )
+    elif (
+        target.get("kind") == "volume"
+        and (seen.get("claim_labels") or {}).get(LABEL_DESTINATION) != "true"
+    ):
+        found.append(
+            {
+                "reason": "ClaimNotMarked",
+                "field": field,
+                "message": f"{field}: PersistentVolumeClaim {target.get('claim')} is not marked "
+                f"for etcd backups: a backup Job mounts only a claim labelled "
+                f"{LABEL_DESTINATION}=true (it writes there and makes it group-writable); "
+                "label it if it is meant for them. Nothing was mounted",
+            }
+        )
+    if work.get("refused"):
+        found.append({"reason": work["reason"], "field": work["field"], "message": work["refused"]})
+    return found
 
 
 # --- schedule ------------------------------------------------------------------------------
@@ -553,6 +808,75 @@ def failure_message(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
     return "the backup Job failed"
 
 
+def _is_check(job: dict[str, Any]) -> bool:
+    return (_meta(job).get("labels") or {}).get(LABEL_JOB) == CHECK
+
+
+def availability(
+    backup: dict[str, Any], check_jobs: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> tuple[str, str, str]:
+    """Available as (status, reason, message): True only while the last check of
+    status.lastSnapshot (the snapshot Job's listing right after it saved, or a check Job
+    since) found the snapshot and its manifest. Missing: False, saying what is gone. Not
+    checked yet, or the check could not be made: Unknown."""
+    status = backup.get("status") or {}
+    last, checked = status.get("lastSnapshot") or {}, status.get("lastCheck") or {}
+    if not last.get("location"):
+        return ("False", "NoSnapshot", "no verified snapshot yet")
+    where = last["location"]
+    failed = [
+        j
+        for j in check_jobs
+        if _job_state(j) == "Failed" and _started(j) > str(checked.get("time") or "")
+    ]
+    if checked.get("location") != where:
+        if failed:
+            return (
+                "Unknown",
+                "CheckFailed",
+                f"cannot check that {where} is still there: Job {_meta(failed[0])['name']}: "
+                f"{failure_message(failed[0], pods)}",
+            )
+        return ("Unknown", "SnapshotUnchecked", f"checking that {where} is still there")
+    at = checked.get("time", "?")
+    result = checked.get("result")
+    if result == "Found":
+        return (
+            "True",
+            "SnapshotTaken",
+            f"newest verified snapshot: {where} (revision {last.get('revision', '?')}), "
+            f"there with its manifest at {at}",
+        )
+    if result == "Missing":
+        return (
+            "False",
+            "SnapshotMissing",
+            f"status.lastSnapshot is gone (checked at {at}): {checked.get('message', '')}. "
+            "It cannot be restored from; take a new snapshot (a one-off EtcdBackup: create "
+            "it again)",
+        )
+    return (
+        "Unknown",
+        "CheckFailed",
+        f"cannot check that {where} is still there (at {at}): {checked.get('message', '')}",
+    )
+
+
+def _foreign_event(status: dict[str, Any]) -> list[dict[str, str]]:
+    foreign = status.get("foreignObjects") or {}
+    if not foreign.get("count"):
+        return []
+    named = "; ".join(f"{e.get('key')} ({e.get('why')})" for e in foreign.get("examples") or [])
+    return [
+        {
+            "type": "Warning",
+            "reason": "ForeignObjects",
+            "message": f"{foreign['count']} objects under {foreign.get('location')} are not this "
+            f"backup's snapshots and are left alone, never pruned: {named}",
+        }
+    ]
+
+
 def report(
     backup: dict[str, Any],
     jobs: list[dict[str, Any]],
@@ -565,30 +889,25 @@ def report(
     {"status": {...}, "conditions": {type: {status, reason, message}}, "events": [...]}.
     `now` (RFC 3339 UTC, from the task) is what nextScheduleTime is counted from.
 
-    Available: a verified snapshot exists (the Job wrote status.lastSnapshot). Progressing: a
-    Job is taking one. Degraded: the spec was refused, or the newest finished Job failed (its
-    message says why). Events only for a change of phase, so a resync says nothing twice."""
+    Available: `availability` (the last check found status.lastSnapshot). Progressing: a Job
+    is taking a snapshot. Degraded: the spec was refused, or the newest finished snapshot
+    Job failed (its message says why). Events for a change of phase (with the objects under
+    the backup's prefix that are not its own, once a Job is done), and when the snapshot is
+    found gone, so a resync says nothing twice."""
     spec, status = _spec(backup), backup.get("status") or {}
-    last = status.get("lastSnapshot") or {}
     # A Job just written may be listed twice (as read, and as written): the first counts.
     unique: dict[str, dict[str, Any]] = {}
     for job in jobs:
         if (_meta(job).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name"):
             unique.setdefault(str(_meta(job).get("name")), job)
-    mine = sorted(unique.values(), key=_started, reverse=True)
+    ordered = sorted(unique.values(), key=_started, reverse=True)
+    mine = [j for j in ordered if not _is_check(j)]
     active = [j for j in mine if _job_state(j) == "Active"]
     finished = [j for j in mine if _job_state(j) != "Active"]
     newest_done = finished[0] if finished else None
     scheduled = bool(spec.get("schedule"))
 
-    if last.get("location"):
-        available = (
-            "True",
-            "SnapshotTaken",
-            f"newest verified snapshot: {last['location']} (revision {last.get('revision', '?')})",
-        )
-    else:
-        available = ("False", "NoSnapshot", "no verified snapshot yet")
+    available = availability(backup, [j for j in ordered if _is_check(j)], pods)
     degraded = (
         "False",
         "AsExpected",
@@ -653,6 +972,13 @@ def report(
             }[phase]
         )
         events.append({"type": kind, "reason": f"Backup{phase}", "message": message})
+        if phase in ("Succeeded", "Scheduled", "Suspended"):
+            events += _foreign_event(status)
+    was: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Available"), {}
+    )
+    if available[1] == "SnapshotMissing" and was.get("reason") != "SnapshotMissing":
+        events.append({"type": "Warning", "reason": "SnapshotMissing", "message": available[2]})
     conditions = {
         name: {"status": value[0], "reason": value[1], "message": value[2]}
         for name, value in (
@@ -687,4 +1013,9 @@ class FilterModule:
         return {
             "etcd_backup_workload": workload_or_refusal,
             "etcd_backup_report": report,
+            "etcd_backup_check_plan": check_plan,
+            "etcd_backup_refusals": refusals,
+            "etcd_backup_tls_secrets": tls_secret_names,
+            "etcd_backup_stale_binding": stale_binding,
+            "etcd_backup_owned": owned,
         }

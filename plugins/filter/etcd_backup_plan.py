@@ -4,16 +4,21 @@ how a new snapshot is named, and what status shows.
 Nothing here talks to etcd, Kubernetes or an object store; every rule has table-driven unit
 tests (tests/unit/test_etcd_backup_plan.py). The rules that keep data safe:
 
+* a backup owns its snapshots: each manifest names the EtcdBackup (namespace, name, uid) and
+  the etcd cluster ID it came from, and retention prunes only the verified snapshots whose
+  manifest names this EtcdBackup's uid and the cluster ID the cluster has now. Anything else
+  under the prefix (another backup's, a re-created cluster's old data, a file without a
+  manifest, a half-written upload) is reported, never deleted;
+* each EtcdBackup writes under a prefix of its own, `<prefix>/<namespace>/<cluster>/<backup>/`,
+  listed without what lies deeper: two EtcdBackups of one cluster to one bucket or claim never
+  list each other's snapshots;
 * pruning happens only after a successful snapshot: the caller passes the location of the
   snapshot it has just saved and verified, and without one nothing is pruned;
-* the newest verified snapshot is never pruned, whatever `keep` and `maxAge` say (a cluster
-  whose backups stopped long ago keeps its last good one);
-* an unverified entry (no manifest, a half-written upload, a size that does not match its
-  manifest) is pruned only when it is older than the newest verified snapshot: a newer one
-  may be a backup another run is still writing.
+* the newest verified snapshot of the backup is never pruned, whatever `keep` and `maxAge`
+  say (a cluster whose backups stopped long ago keeps its last good one).
 
 A snapshot, as a listing returns it, is a dict with `location` (or `key`), `time` (RFC 3339),
-`sha256` and `verified`, and optionally `revision` and `size`.
+`sha256` and `verified`, and optionally `revision`, `size`, `clusterID` and `backup`.
 """
 
 from __future__ import annotations
@@ -29,14 +34,16 @@ STATUS_LIMIT = 20  # retained snapshots listed in status, newest first
 _DURATION_PART = re.compile(r"([0-9]+)([smhdw])")
 _DURATION = re.compile(r"^(?:[0-9]+[smhdw])+$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# <prefix>/<namespace>/<cluster>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db: the timestamp first, in
-# a fixed width, so the keys of one cluster sort by time as plain strings.
+# <prefix>/<namespace>/<cluster>/<backup>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db: the timestamp
+# first, in a fixed width, so the keys of one backup sort by time as plain strings.
 _KEY_TIME = "%Y%m%dT%H%M%SZ"
-_KEY = re.compile(
-    r"^(?:(?P<prefix>.+)/)?(?P<namespace>[^/]+)/(?P<cluster>[^/]+)/"
-    r"(?P<stamp>[0-9]{8}T[0-9]{6}Z)-rev(?P<revision>[0-9]+)\.db$"
-)
+_SNAPSHOT_FILE = re.compile(r"^(?P<stamp>[0-9]{8}T[0-9]{6}Z)-rev(?P<revision>[0-9]+)\.db$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# Where a run by hand without an EtcdBackup saves, in place of a backup's name: no Kubernetes
+# name starts with `_`, so no EtcdBackup's snapshots are ever listed with them.
+BY_HAND = "_by-hand"
+# Of the objects under a backup's prefix that are not its own, this many are named in status.
+FOREIGN_EXAMPLES = 5
 
 
 class BackupPlanError(ValueError):
@@ -103,40 +110,54 @@ def retention(spec: Any) -> dict[str, Any]:
 # --- object names --------------------------------------------------------------------------
 
 
-def snapshot_key(prefix: Any, namespace: str, cluster: str, time: Any, revision: Any) -> str:
-    """The object key of a new snapshot:
-    `<prefix>/<namespace>/<cluster>/<YYYYMMDDTHHMMSSZ>-rev<revision>.db` (no prefix part when
-    the prefix is empty). Keys of one cluster sort by time as strings."""
+def _clean(prefix: Any) -> str:
+    return "/".join(part for part in str(prefix or "").split("/") if part)
+
+
+def _check_names(namespace: Any, cluster: Any, backup: Any) -> None:
     for field, value in (("namespace", namespace), ("cluster", cluster)):
         if not isinstance(value, str) or not _NAME.match(value):
             raise BackupPlanError(f"{field} {value!r} is not a Kubernetes name")
+    if backup != BY_HAND and (not isinstance(backup, str) or not _NAME.match(backup)):
+        raise BackupPlanError(f"backup {backup!r} is not the name of an EtcdBackup")
+
+
+def backup_prefix(prefix: Any, namespace: str, cluster: str, backup: str) -> str:
+    """The key prefix of one EtcdBackup's snapshots (ends with `/`):
+    `<prefix>/<namespace>/<cluster>/<backup>/`. Listed without a recursion, it holds this
+    backup's snapshots and nothing another EtcdBackup writes: the namespace and the name
+    tell EtcdBackups apart, and a deeper prefix is never listed."""
+    _check_names(namespace, cluster, backup)
+    clean = _clean(prefix)
+    head = f"{clean}/" if clean else ""
+    return f"{head}{namespace}/{cluster}/{backup}/"
+
+
+def snapshot_key(
+    prefix: Any, namespace: str, cluster: str, backup: str, time: Any, revision: Any
+) -> str:
+    """The object key of a new snapshot: `backup_prefix` then
+    `<YYYYMMDDTHHMMSSZ>-rev<revision>.db`. Keys of one backup sort by time as strings."""
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
         raise BackupPlanError(f"revision must be a whole number of 0 or more, not {revision!r}")
-    clean_prefix = "/".join(part for part in str(prefix or "").split("/") if part)
     stamp = parse_time(time).strftime(_KEY_TIME)
-    name = f"{namespace}/{cluster}/{stamp}-rev{revision}.db"
-    return f"{clean_prefix}/{name}" if clean_prefix else name
-
-
-def cluster_prefix(prefix: Any, namespace: str, cluster: str) -> str:
-    """The key prefix under which one cluster's snapshots are listed (ends with `/`)."""
-    clean_prefix = "/".join(part for part in str(prefix or "").split("/") if part)
-    head = f"{clean_prefix}/" if clean_prefix else ""
-    return f"{head}{namespace}/{cluster}/"
+    return f"{backup_prefix(prefix, namespace, cluster, backup)}{stamp}-rev{revision}.db"
 
 
 def parse_snapshot_key(key: Any) -> dict[str, Any] | None:
-    """What `snapshot_key` put into a key, or None for a key it did not make (a manifest,
-    anything else stored under the prefix)."""
-    match = _KEY.match(str(key))
+    """The time and revision `snapshot_key` put into a key's file name, and the directory
+    before it; None for a name it did not make (a manifest, anything else stored there).
+    The directory alone cannot tell a key of the layout before backups owned their
+    snapshots (`<prefix>/<namespace>/<cluster>/<file>`) from one of today's: the manifest
+    says whose a snapshot is."""
+    directory, _, name = str(key).rpartition("/")
+    match = _SNAPSHOT_FILE.match(name)
     if not match:
         return None
     stamp = datetime.strptime(match["stamp"], _KEY_TIME).replace(tzinfo=UTC)
     return {
         "key": str(key),
-        "prefix": match["prefix"] or "",
-        "namespace": match["namespace"],
-        "cluster": match["cluster"],
+        "directory": directory,
         "time": format_time(stamp),
         "revision": int(match["revision"]),
     }
@@ -177,37 +198,80 @@ def _verified(entry: dict[str, Any]) -> bool:
     return entry.get("verified") is True and bool(entry.get("sha256"))
 
 
-def prune_plan(snapshots: Any, retention_spec: Any, now: Any, newest: Any = None) -> dict[str, Any]:
+# module_utils/etcd_snapshot_catalog.py has the same, for the module that deletes: a filter
+# plugin can import neither another one nor module_utils; tests/unit/test_filter_twins.py
+# keeps the two alike.
+def ownership(entry: dict[str, Any], owner: dict[str, Any]) -> str:
+    """Empty when the listed snapshot `entry` is `owner`'s to delete, else why it is not.
+
+    `owner` is {name, uid, cluster_id}: the EtcdBackup and the etcd cluster ID the cluster
+    has now. Only a verified snapshot whose manifest names that EtcdBackup (name and uid) and
+    that cluster ID is; anything else (no manifest, another backup's, a re-created cluster's
+    old data, a file a person put there) is left alone."""
+    if entry.get("verified") is not True or not entry.get("sha256"):
+        return "no manifest that verifies it"
+    written = entry.get("backup")
+    if not isinstance(written, dict):
+        return "its manifest names no EtcdBackup"
+    name, uid = str(written.get("name") or ""), str(written.get("uid") or "")
+    if (name, uid) != (str(owner.get("name") or ""), str(owner.get("uid") or "")):
+        return f"written by EtcdBackup {name or '?'} (uid {uid or 'none'})"
+    cluster_id = str(entry.get("clusterID") or "")
+    if not cluster_id or cluster_id != str(owner.get("cluster_id") or ""):
+        return f"taken from etcd cluster {cluster_id or '?'}, not this cluster's"
+    return ""
+
+
+def _owner(owner: Any) -> dict[str, str]:
+    """The owner a prune is for, checked: a prune without a name and a cluster ID would have
+    nothing to tell its own snapshots by."""
+    owner = owner if isinstance(owner, dict) else {}
+    name, cluster_id = owner.get("name"), owner.get("cluster_id")
+    if not isinstance(name, str) or not name or not isinstance(cluster_id, str) or not cluster_id:
+        raise BackupPlanError(
+            "owner must name the EtcdBackup (name, uid) and the cluster ID the cluster has now: "
+            f"nothing is pruned without them, not {owner!r}"
+        )
+    return {"name": name, "uid": str(owner.get("uid") or ""), "cluster_id": cluster_id}
+
+
+def prune_plan(
+    snapshots: Any, retention_spec: Any, now: Any, newest: Any = None, owner: Any = None
+) -> dict[str, Any]:
     """Which snapshots to delete after a backup, and why.
 
+    Only the backup's own snapshots are candidates (`ownership` with `owner`, {name, uid,
+    cluster_id}); every other entry is `foreign`, each with why, and is never pruned.
     `newest` is the location of the snapshot this run has just saved and verified; without
-    it (the backup failed, or was not taken) nothing is pruned. A verified snapshot is
-    retained while it is among the `keep` newest verified ones and younger than `maxAge`
-    (each rule given); the newest verified one is retained always. An unverified entry older
-    than the newest verified snapshot is pruned; a newer one is left alone (it may still be
-    being written).
+    it (the backup failed, or was not taken) nothing is pruned. An own snapshot is retained
+    while it is among the `keep` newest own ones and younger than `maxAge` (each rule given);
+    the newest own one and the one just saved are retained always.
 
-    Returns {"prune": [entry + "reason"], "retained": [entry], "newest_verified": entry or
-    None, "msg": str}; both lists newest first."""
+    Returns {"prune": [entry + "reason"], "retained": [own entries], "foreign": [entry +
+    "why"], "newest_verified": own entry or None, "msg": str}; lists newest first."""
     rules = retention(retention_spec)
     moment = parse_time(now, "now")
     rows = _ordered(snapshots)
-    verified = [row for row in rows if _verified(row[3])]
-    newest_verified = verified[0] if verified else None
+    mine = _owner(owner)
+    own = [row for row in rows if not ownership(row[3], mine)]
+    mine_at = {row[2] for row in own}
+    foreign = [{**row[3], "why": ownership(row[3], mine)} for row in rows if row[2] not in mine_at]
+    newest_own = own[0] if own else None
     result: dict[str, Any] = {
         "prune": [],
-        "retained": [row[3] for row in rows],
-        "newest_verified": newest_verified[3] if newest_verified else None,
+        "retained": [row[3] for row in own],
+        "foreign": foreign,
+        "newest_verified": newest_own[3] if newest_own else None,
     }
     if not newest:
         return {**result, "msg": "no snapshot was saved by this run: nothing is pruned"}
-    if not any(row[2] == str(newest) and _verified(row[3]) for row in rows):
+    if not any(row[2] == str(newest) for row in own):
         return {
             **result,
-            "msg": f"the snapshot just saved ({newest}) is not listed as verified: nothing is "
-            "pruned until a listing shows it",
+            "msg": f"the snapshot just saved ({newest}) is not listed as this backup's verified "
+            "snapshot: nothing is pruned until a listing shows it",
         }
-    assert newest_verified is not None  # newest is verified, so there is one
+    assert newest_own is not None  # newest is own, so there is one
     cutoff = (
         moment - timedelta(seconds=rules["max_age_seconds"])
         if rules["max_age_seconds"] is not None
@@ -215,30 +279,44 @@ def prune_plan(snapshots: Any, retention_spec: Any, now: Any, newest: Any = None
     )
     prune: list[dict[str, Any]] = []
     retained: list[dict[str, Any]] = []
-    rank = 0  # position among verified snapshots, newest first
-    for when, _revision, location, entry in rows:
+    for rank, (when, _revision, location, entry) in enumerate(own, 1):
         reason = None
-        if not _verified(entry):
-            if when < newest_verified[0]:
-                reason = "unverified (no manifest, or a size that does not match it)"
-        else:
-            rank += 1
-            if location in (newest_verified[2], str(newest)):
-                reason = None
-            elif rules["keep"] is not None and rank > rules["keep"]:
-                reason = f"beyond the newest {rules['keep']} ({KEEP_FIELD})"
-            elif cutoff is not None and when < cutoff:
-                reason = f"older than {rules['max_age']} ({MAX_AGE_FIELD})"
+        if location in (newest_own[2], str(newest)):
+            reason = None
+        elif rules["keep"] is not None and rank > rules["keep"]:
+            reason = f"beyond the newest {rules['keep']} ({KEEP_FIELD})"
+        elif cutoff is not None and when < cutoff:
+            reason = f"older than {rules['max_age']} ({MAX_AGE_FIELD})"
         if reason is None:
             retained.append(entry)
         else:
             prune.append({**entry, "reason": reason})
     message = (
-        f"prune {len(prune)} of {len(rows)} snapshots, keep {len(retained)}"
+        f"prune {len(prune)} of {len(own)} snapshots, keep {len(retained)}"
         if prune
-        else f"nothing to prune: {len(rows)} snapshots within retention"
+        else f"nothing to prune: {len(own)} snapshots within retention"
     )
+    if foreign:
+        message += f"; {len(foreign)} other objects left alone"
     return {**result, "prune": prune, "retained": retained, "msg": message}
+
+
+def foreign_objects(
+    foreign: Any, orphans: Any, location: str, limit: int = FOREIGN_EXAMPLES
+) -> dict[str, Any] | None:
+    """What status says of the objects under a backup's prefix that are not its own
+    (`prune_plan`'s `foreign`, and manifests whose snapshot is gone): their count, where, and
+    the first `limit` keys with why each is not the backup's. None when there are none (the
+    status field is then removed)."""
+    entries = [e for e in foreign or [] if isinstance(e, dict)]
+    examples = [
+        {"key": str(e.get("key") or e.get("location")), "why": str(e.get("why") or "")}
+        for e in entries
+    ]
+    examples += [{"key": str(k), "why": "a manifest whose snapshot is gone"} for k in orphans or []]
+    if not examples:
+        return None
+    return {"count": len(examples), "location": location, "examples": examples[:limit]}
 
 
 def newest_verified(snapshots: Any) -> dict[str, Any]:
@@ -328,23 +406,47 @@ def _aws_host(endpoint: str) -> bool:
     return host == "amazonaws.com" or host.endswith(".amazonaws.com")
 
 
-def _volume_prefix(path: Any, namespace: str, cluster: str) -> str:
+def _volume_path(path: Any) -> str:
     parts = [p for p in str(path or "").split("/") if p]
     if any(p in (".", "..") or p.startswith(".") for p in parts):
         raise BackupPlanError(
             f"{VOLUME_FIELD}.path must be a path inside the volume without . or .. or hidden "
             f"parts, not {path!r}"
         )
-    return cluster_prefix("/".join(parts), namespace, cluster)
+    return "/".join(parts)
+
+
+def backup_owner(backup: Any, namespace: str) -> dict[str, str]:
+    """Who a run saves for, as its manifests record it: the EtcdBackup's namespace, name and
+    uid (from its metadata); without one (a run by hand with a spec only), BY_HAND and no
+    uid, so such runs share a prefix and a retention of their own."""
+    meta = backup if isinstance(backup, dict) else {}
+    name = meta.get("name")
+    if not name:
+        return {"namespace": namespace, "name": BY_HAND, "uid": ""}
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 253:
+        raise BackupPlanError(f"metadata.name {name!r} is not the name of an EtcdBackup")
+    uid = meta.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BackupPlanError(
+            f"EtcdBackup {name} has no uid: pass its metadata as read from the API server"
+        )
+    return {"namespace": namespace, "name": name, "uid": uid}
 
 
 def backup_target(
-    spec: Any, namespace: str, ca_dir: str = "", volume_dir: str = "", local_dir: str = ""
+    spec: Any,
+    namespace: str,
+    ca_dir: str = "",
+    volume_dir: str = "",
+    local_dir: str = "",
+    backup: Any = None,
 ) -> dict[str, Any]:
     """What a backup run needs from an EtcdBackup's spec (or the same shape given by hand):
     the cluster, the destination as the snapshot modules take it, the key prefix of this
-    cluster's snapshots, the retention rules and the Secrets it names. `ca_dir` is where the
-    CA Secret of an https store is mounted (the backup Job's), empty when it is not.
+    backup's snapshots, the retention rules, the Secrets it names, and `owner` (who the
+    manifests name, `backup_owner` of `backup`, the EtcdBackup's metadata). `ca_dir` is where
+    the CA Secret of an https store is mounted (the backup Job's), empty when it is not.
 
     `volume_dir` is where the backup Job mounts the claim of a `volume` destination; without
     it, the target's `directory` is empty and the run refuses (the claim is mounted only in
@@ -367,19 +469,23 @@ def backup_target(
     destination = spec.get("destination") if isinstance(spec.get("destination"), dict) else {}
     given = [k for k in ("s3", "volume") if destination.get(k)]
     retention(spec.get("retention"))  # refused here, before anything is saved
-    base = {"cluster": cluster, "retention": dict(spec.get("retention") or {})}
+    owner = backup_owner(backup, namespace)
+    base = {"cluster": cluster, "retention": dict(spec.get("retention") or {}), "owner": owner}
+
+    def under(prefix: str) -> str:
+        return backup_prefix(prefix, namespace, cluster, owner["name"])
+
     if local_dir:
         if not local_dir.startswith("/"):
             raise BackupPlanError(f"directory must be an absolute path, not {local_dir!r}")
-        prefix = cluster_prefix("", namespace, cluster)
         root = local_dir.rstrip("/") + "/"
         return {
             **base,
             "kind": "local",
             "directory": local_dir,
-            "prefix": prefix,
+            "prefix": under(""),
             "root": root,
-            "location": root + prefix,
+            "location": root + under(""),
         }
     if len(given) != 1:
         raise BackupPlanError("spec.destination must set exactly one of volume or s3")
@@ -387,7 +493,7 @@ def backup_target(
         claim = destination["volume"].get("claimName")
         if not isinstance(claim, str) or not _NAME.match(claim):
             raise BackupPlanError(f"{VOLUME_FIELD}.claimName must name a PersistentVolumeClaim")
-        prefix = _volume_prefix(destination["volume"].get("path"), namespace, cluster)
+        prefix = under(_volume_path(destination["volume"].get("path")))
         return {
             **base,
             "kind": "volume",
@@ -419,7 +525,7 @@ def backup_target(
     }
     if ca_secret and ca_dir:
         option["ca_file"] = f"{ca_dir.rstrip('/')}/ca.crt"
-    prefix = cluster_prefix(s3.get("prefix") or "", namespace, cluster)
+    prefix = under(s3.get("prefix") or "")
     return {
         **base,
         "kind": "s3",
@@ -436,13 +542,21 @@ def _duration(value: Any) -> str:
     return f"{value:.2f}s" if isinstance(value, int | float) and not isinstance(value, bool) else ""
 
 
-def backup_record(saved: Any, snapshots: Any, target: Any) -> dict[str, Any]:
-    """What a backup run writes into its EtcdBackup's status: `lastSnapshot` from the
-    snapshot it saved (its manifest: the verified facts) and `retainedSnapshots` from the
-    listing after pruning, each located under the target's root (s3://<bucket>/<key>,
-    pvc://<claim>/<key>)."""
+def backup_record(
+    saved: Any, listing: Any, target: Any, now: Any = "", request: Any = ""
+) -> dict[str, Any]:
+    """What a backup run writes into its EtcdBackup's status, from the snapshot it saved (its
+    manifest: the verified facts) and the listing of its prefix after pruning (the store
+    module's result: `snapshots` and `orphans`), each located under the target's root
+    (s3://<bucket>/<key>, pvc://<claim>/<key>):
+
+    `lastSnapshot`; `retainedSnapshots` (the backup's own verified snapshots, newest first);
+    `foreignObjects` (what else is under its prefix, never pruned; None when nothing, which
+    removes the field); `lastCheck` (the listing found lastSnapshot, with its manifest, at
+    `now`; `request` is the check annotation's value this answers)."""
     saved = saved if isinstance(saved, dict) else {}
     target = target if isinstance(target, dict) else {}
+    listing = listing if isinstance(listing, dict) else {}
     manifest = saved.get("manifest") if isinstance(saved.get("manifest"), dict) else {}
     key = saved.get("key")
     if not key or not manifest.get("sha256"):
@@ -463,12 +577,91 @@ def backup_record(saved: Any, snapshots: Any, target: Any) -> dict[str, Any]:
         last["member"] = member_name
     if _duration(manifest.get("duration")):
         last["duration"] = _duration(manifest["duration"])
-    listed = [
-        {**entry, "location": located(str(entry.get("key") or entry.get("location")))}
-        for entry in (snapshots if isinstance(snapshots, list) else [])
-        if isinstance(entry, dict)
+    owner = {**(target.get("owner") or {}), "cluster_id": str(manifest.get("clusterID") or "")}
+    entries = [e for e in listing.get("snapshots") or [] if isinstance(e, dict)]
+    own = [
+        {**e, "location": located(str(e.get("key") or e.get("location")))}
+        for e in entries
+        if not ownership(e, owner)
     ]
-    return {"lastSnapshot": last, "retainedSnapshots": retained_status(listed)}
+    foreign = [{**e, "why": ownership(e, owner)} for e in entries if ownership(e, owner)]
+    found = any(e["location"] == last["location"] for e in own)
+    return {
+        "lastSnapshot": last,
+        "retainedSnapshots": retained_status(own),
+        "foreignObjects": foreign_objects(
+            foreign, listing.get("orphans"), str(target.get("location") or "")
+        ),
+        "lastCheck": {
+            "time": format_time(parse_time(now, "now")),
+            "location": last["location"],
+            "result": "Found" if found else "Missing",
+            "message": "listed with its manifest after the snapshot was saved"
+            if found
+            else "not listed as this backup's verified snapshot right after it was saved",
+            "request": str(request or ""),
+        },
+    }
+
+
+# --- is status.lastSnapshot still there ----------------------------------------------------
+
+
+def check_key(last: Any, target: Any) -> str:
+    """The key of `status.lastSnapshot` in the target's destination, for the check that it
+    is still there; empty when there is none to check, or it is not in this destination (its
+    location is not under the target's root: the destination changed since)."""
+    location = str((last or {}).get("location") or "") if isinstance(last, dict) else ""
+    root = str((target or {}).get("root") or "") if isinstance(target, dict) else ""
+    if not location or not root or not location.startswith(root):
+        return ""
+    return location.removeprefix(root)
+
+
+def check_record(checked: Any, last: Any, target: Any, now: Any, request: Any = "") -> dict:
+    """`status.lastCheck` from what the store module found at `status.lastSnapshot`'s key
+    (`checked`: its state=checked entry): Found only when the snapshot and its manifest are
+    there and the manifest records the sha256 status has; Missing, saying what is gone or
+    changed, otherwise; Failed when there was nothing to check in this destination."""
+    last = last if isinstance(last, dict) else {}
+    checked = checked if isinstance(checked, dict) else {}
+    record = {
+        "time": format_time(parse_time(now, "now")),
+        "location": str(last.get("location") or ""),
+        "request": str(request or ""),
+    }
+    if not check_key(last, target):
+        return {
+            **record,
+            "result": "Failed",
+            "message": "status.lastSnapshot is not in spec.destination (it changed since): "
+            "the next snapshot replaces it",
+        }
+    if not checked.get("verified"):
+        why = str(checked.get("why") or "it cannot be verified")
+        return {**record, "result": "Missing", "message": f"{record['location']}: {why}"}
+    if checked.get("sha256") != last.get("sha256"):
+        return {
+            **record,
+            "result": "Missing",
+            "message": f"{record['location']} was replaced: its manifest records sha256 "
+            f"{checked.get('sha256')}, not the {last.get('sha256')} status recorded",
+        }
+    return {**record, "result": "Found", "message": "the snapshot and its manifest are there"}
+
+
+def check_failed(last: Any, now: Any, message: Any, request: Any = "") -> dict[str, Any]:
+    """`status.lastCheck` when the check could not be made (the store did not answer, the
+    credentials were refused): one short line, as the module explained it."""
+    last = last if isinstance(last, dict) else {}
+    line = " ".join(str(message or "the check failed").split())
+    return {
+        "time": format_time(parse_time(now, "now")),
+        "location": str(last.get("location") or ""),
+        "request": str(request or ""),
+        "result": "Failed",
+        "message": line if len(line) <= 300 else line[:297] + "...",
+    }
 
 
 def _or_refusal(function: Any) -> Any:
@@ -490,11 +683,14 @@ class FilterModule:
             "etcd_backup_retention": retention,
             "etcd_backup_prune": prune_plan,
             "etcd_backup_key": snapshot_key,
-            "etcd_backup_prefix": cluster_prefix,
+            "etcd_backup_prefix": backup_prefix,
             "etcd_backup_parse_key": parse_snapshot_key,
             "etcd_backup_newest_verified": newest_verified,
             "etcd_backup_retained_status": retained_status,
             "etcd_backup_source": _or_refusal(snapshot_source),
             "etcd_backup_target": _or_refusal(backup_target),
             "etcd_backup_record": backup_record,
+            "etcd_backup_check_key": check_key,
+            "etcd_backup_check_record": check_record,
+            "etcd_backup_check_failed": check_failed,
         }

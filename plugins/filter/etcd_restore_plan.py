@@ -236,6 +236,25 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
             field,
             f"{field}: EtcdBackup {name} has no verified snapshot yet",
         )
+    # The backup's check found its newest snapshot gone (or replaced): restoring from it
+    # would fail in the Job, or restore something else. Said here, before anything is made.
+    available = next(
+        (
+            c
+            for c in (backup.get("status") or {}).get("conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Available"
+        ),
+        {},
+    )
+    if available.get("reason") == "SnapshotMissing":
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is missing "
+            f"({available.get('message') or 'see its Available condition'}); restore from "
+            "spec.source.s3 or spec.source.volume with another snapshot's key and sha256 "
+            "(its retainedSnapshots)",
+        )
     known = {
         "key": match.group(2),
         "sha256": last["sha256"],

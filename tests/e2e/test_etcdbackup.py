@@ -5,6 +5,7 @@ snapshots of a real etcd cluster into the real S3-compatible store on the local 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import secrets
@@ -15,7 +16,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Operator, apply, condition, etcdctl, get, pods, wait_available
+from tests.e2e.helpers import (
+    Operator,
+    apply,
+    condition,
+    etcdctl,
+    events,
+    get,
+    pods,
+    wait_available,
+)
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
 from tests.k8s_cluster import REPO, K8sCluster
 from tests.object_store import ObjectStore
@@ -54,11 +64,14 @@ def volume_backup(name: str, cluster: str, claim: str, **spec: Any) -> dict:
     return etcd_backup(name, cluster, {"volume": {"claimName": claim, "path": "/e2e"}}, **spec)
 
 
-def backup_claim(name: str) -> dict:
+def backup_claim(name: str, marked: bool = True) -> dict:
+    """A claim for backups; `marked`, it carries the label that says so (without it, no
+    EtcdBackup mounts it)."""
+    labels = {"etcd.runbook.io/backup-destination": "true"} if marked else {}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
 
@@ -288,3 +301,154 @@ def test_a_schedule_keeps_exactly_keep_snapshots(
         assert len(snapshots) <= 3, snapshots
         assert obj["status"]["lastSnapshot"]["location"] == retained[0]
         assert obj["status"].get("lastScheduleTime")
+
+
+def put(store: Any, bucket: str, key: str, data: bytes) -> None:
+    store.put_object(bucket, key, io.BytesIO(data), len(data))
+
+
+def keys_under(store: Any, bucket: str, prefix: str) -> list[str]:
+    return sorted(o.object_name for o in store.list_objects(bucket, prefix, recursive=True))
+
+
+def test_a_backup_prunes_only_its_own_snapshots_mounts_only_a_marked_claim_and_reads_only_its_own(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, object_store: ObjectStore
+) -> None:
+    """The failure seen on the local cluster (issue 23): a one-off EtcdBackup's only snapshot
+    pruned by a second, scheduled EtcdBackup of the same cluster with keep 1, the one-off still
+    Available. Now each backup prunes only what its manifests name, reports what else is under
+    its prefix, says a snapshot deleted behind its back is gone, mounts only a claim marked for
+    backups, and its Jobs can read only their own EtcdBackup and TLS Secrets."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "owned"
+    bucket = f"e2e-{secrets.token_hex(4)}"
+    started = time.monotonic()
+    apply(k8s, ns, cluster_manifest(name, size=1))
+    # Refused before anything is made or mounted: a claim of someone else's, not marked.
+    apply(k8s, ns, backup_claim("app-data", marked=False))
+    apply(k8s, ns, volume_backup("to-app-data", name, "app-data"))
+    with object_store.port_forward() as url:
+        store = object_store.client(url)
+        store.make_bucket(bucket)
+        credentials_secret(k8s, ns, "s3", object_store.access_key, object_store.secret_key)
+        wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+        endpoint = object_store.endpoint
+        # A file someone put where the schedule's snapshots go, and a snapshot of the layout
+        # before backups owned theirs (every backup of the cluster listed that prefix).
+        foreign = f"e2e/{ns}/{name}/hourly/notes.txt"
+        legacy = f"e2e/{ns}/{name}/20260101T000000Z-rev1.db"
+        put(store, bucket, foreign, b"not a snapshot")
+        put(store, bucket, legacy, b"an older layout's")
+
+        apply(k8s, ns, backup("before-migration", name, endpoint, bucket, "s3"))
+        once = wait_phase(k8s, ns, "before-migration", {"Succeeded", "Failed"}, BACKUP_WITHIN)
+        assert once["status"]["phase"] == "Succeeded", json.dumps(once["status"], indent=1)
+        only = once["status"]["lastSnapshot"]["location"].removeprefix(f"s3://{bucket}/")
+
+        # The schedule of the same cluster, to the same bucket and prefix, keep 1; it fires
+        # twice by hand (its own schedule not before next year).
+        spec: dict[str, Any] = {"schedule": "0 0 1 1 *", "retention": {"keep": 1}}
+        apply(k8s, ns, backup("hourly", name, endpoint, bucket, "s3", **spec))
+        wait_phase(k8s, ns, "hourly", {"Scheduled"}, 60)
+        for run in (1, 2):
+            k8s.kubectl("-n", ns, "create", "job", f"hourly-now-{run}", "--from=cronjob/hourly")
+            k8s.kubectl(
+                "-n", ns, "wait", "--for=condition=complete", f"job/hourly-now-{run}",
+                f"--timeout={BACKUP_WITHIN}s",
+            )  # fmt: skip
+
+        # The one-off's only snapshot is still there (what failed before: the schedule's keep 1
+        # pruned it), and still said Available.
+        assert keys_under(store, bucket, only) == [only, only + ".json"]
+        assert only.startswith(f"e2e/{ns}/{name}/before-migration/")
+        manifest = json.loads(store.get_object(bucket, only + ".json").read())
+        assert manifest["backup"]["name"] == "before-migration"
+        assert manifest["backup"]["uid"] == once["metadata"]["uid"]
+        assert manifest["clusterID"] == once["status"]["lastSnapshot"]["clusterID"]
+
+        def own_newest() -> str:
+            own = [
+                k
+                for k in keys_under(store, bucket, f"e2e/{ns}/{name}/hourly/")
+                if k.endswith(".db")
+            ]
+            return own[-1] if own else "-"
+
+        def reported() -> dict[str, Any]:
+            # The second run's record, and the operator's word on it (its Event).
+            obj = get(k8s, ns, "etcdbackup", "hourly")
+            said = [e["message"] for e in events(k8s, ns, "ForeignObjects")]
+            last = obj.get("status", {}).get("lastCheck", {}).get("location", "")
+            return obj if last.endswith(own_newest()) and any(foreign in m for m in said) else {}
+
+        hourly = k8s.wait_for(
+            reported, timeout=60, interval=2, what="hourly's second run, reported"
+        )
+        once = get(k8s, ns, "etcdbackup", "before-migration")
+        assert condition(once, "Available")["status"] == "True", condition(once, "Available")
+        # The schedule pruned its own first snapshot (keep 1), and nothing else.
+        own = [
+            k for k in keys_under(store, bucket, f"e2e/{ns}/{name}/hourly/") if k.endswith(".db")
+        ]
+        assert len(own) == 1, own
+        assert hourly["status"]["lastSnapshot"]["location"] == f"s3://{bucket}/{own[0]}"
+        assert [s["location"] for s in hourly["status"]["retainedSnapshots"]] == [
+            f"s3://{bucket}/{own[0]}"
+        ]
+        assert keys_under(store, bucket, foreign) == [foreign]
+        assert keys_under(store, bucket, legacy) == [legacy]
+        # What is not its own is reported, with a count and the key: status and an Event.
+        seen = hourly["status"]["foreignObjects"]
+        assert seen["count"] == 1 and seen["examples"][0]["key"] == foreign, seen
+
+        # Someone deletes the one-off's only snapshot: asked to check, the backup says it is
+        # gone (Available False, an Event).
+        store.remove_object(bucket, only)
+        k8s.kubectl(
+            "-n", ns, "annotate", "etcdbackup", "before-migration",
+            f"etcd.runbook.io/check-requested={time.time():.0f}",
+        )  # fmt: skip
+
+        def gone() -> dict[str, Any]:
+            obj = get(k8s, ns, "etcdbackup", "before-migration")
+            return obj if condition(obj, "Available").get("status") == "False" else {}
+
+        once = k8s.wait_for(gone, timeout=BACKUP_WITHIN, interval=2, what="the snapshot said gone")
+        available = condition(once, "Available")
+        assert available["reason"] == "SnapshotMissing", available
+        assert only in available["message"] and "the snapshot is gone" in available["message"]
+        assert once["status"]["lastCheck"]["result"] == "Missing"
+        assert [e for e in events(k8s, ns, "SnapshotMissing") if only in e["message"]]
+
+    # The unmarked claim: refused naming the field, an Event, and no Job mounted it.
+    refused = wait_phase(k8s, ns, "to-app-data", {"Failed"}, 60)
+    degraded = condition(refused, "Degraded")
+    assert degraded["reason"] == "ClaimNotMarked", degraded
+    assert "spec.destination.volume.claimName" in degraded["message"]
+    assert jobs_of(k8s, ns, "to-app-data") == []
+    mounted = [
+        p["metadata"]["name"]
+        for p in get(k8s, ns, "pods")["items"]
+        for v in p["spec"].get("volumes", [])
+        if (v.get("persistentVolumeClaim") or {}).get("claimName") == "app-data"
+    ]
+    assert mounted == []
+    warned = get(k8s, ns, "events", "--field-selector", "involvedObject.name=to-app-data")
+    assert any("spec.destination.volume.claimName" in e["message"] for e in warned["items"])
+
+    # The Jobs' rights, as the API server answers them for the schedule's account.
+    account = f"--as=system:serviceaccount:{ns}:etcd-backup-hourly"
+
+    def can(*args: str) -> str:
+        return k8s.kubectl("-n", ns, "auth", "can-i", account, *args, check=False).stdout.strip()
+
+    assert can("list", "secrets") == "no"
+    assert can("get", "secrets/s3") == "no"
+    assert can("get", f"secrets/{name}-ca") == "no"
+    assert can("get", f"secrets/{name}-client-tls") == "yes"
+    assert can("patch", "etcdbackups.etcd.runbook.io/hourly", "--subresource=status") == "yes"
+    assert (
+        can("patch", "etcdbackups.etcd.runbook.io/before-migration", "--subresource=status") == "no"
+    )
+    assert can("patch", "etcdbackups.etcd.runbook.io/hourly") == "no"
+    assert can("list", "etcdbackups.etcd.runbook.io") == "no"
+    print(f"owned snapshots, marked claims and the Jobs' rights: {time.monotonic() - started:.0f}s")

@@ -81,8 +81,9 @@ def test_save_to_s3_then_restore(etcd_cluster_factory, s3_store, tmp_path):
     follower = sorted(m.name for m in c.members if m.name != c.leader_name())[0]
     bucket = s3_store.new_bucket()
     s3 = s3_store.option(bucket)
-    prefix = bp.cluster_prefix("backups", "ns", "e")
-    save = {**c.module_args(), "s3": s3, "prefix": prefix, "member": follower}
+    prefix = bp.backup_prefix("backups", "ns", "e", "nightly")
+    mine = {"namespace": "ns", "name": "nightly", "uid": "uid-1"}
+    save = {**c.module_args(), "s3": s3, "prefix": prefix, "member": follower, "backup": mine}
 
     planned = run_module("etcd_snapshot", save, check=True)
     assert planned["changed"] and not planned.get("failed"), planned
@@ -95,9 +96,7 @@ def test_save_to_s3_then_restore(etcd_cluster_factory, s3_store, tmp_path):
     key = saved["key"]
     assert keys_in(s3_store, bucket) == [key, key + ".json"]
     parsed = bp.parse_snapshot_key(key)
-    assert (
-        parsed["namespace"] == "ns" and parsed["cluster"] == "e" and parsed["prefix"] == "backups"
-    )
+    assert parsed["directory"] == "backups/ns/e/nightly"
     assert parsed["revision"] == saved["revision"] >= original_revision
     content = read_object(s3_store, bucket, key)
     assert saved["size"] == len(content)
@@ -108,10 +107,11 @@ def test_save_to_s3_then_restore(etcd_cluster_factory, s3_store, tmp_path):
     assert manifest["member"]["name"] == follower
     assert manifest["etcdVersion"].startswith("3.6.")
     assert manifest["clusterID"] and manifest["revision"] == saved["revision"]
+    assert manifest["backup"] == mine
     assert parsed["time"] == manifest["time"]
 
     # An explicit key that holds a verified snapshot: nothing to do.
-    again = run_module("etcd_snapshot", {**c.module_args(), "s3": s3, "key": key})
+    again = run_module("etcd_snapshot", {**c.module_args(), "s3": s3, "key": key, "backup": mine})
     assert not again["changed"] and again["sha256"] == saved["sha256"], again
 
     listed = run_module("etcd_snapshot_store", {"s3": s3, "prefix": prefix})
@@ -245,54 +245,129 @@ def test_store_errors_are_clear_and_leak_no_credential(etcd_cluster_factory, s3_
 
 
 @pytest.mark.etcd
-def test_store_lists_and_prunes_with_check_and_diff(etcd_cluster_factory, s3_store):
+def test_store_lists_and_prunes_only_the_owners_with_check_and_diff(etcd_cluster_factory, s3_store):
     c = etcd_cluster_factory(version="3.5", size=1)
     bucket = s3_store.new_bucket()
     s3 = s3_store.option(bucket)
-    prefix = bp.cluster_prefix("", "ns", "e")
+    prefix = bp.backup_prefix("", "ns", "e", "hourly")
+    mine = {"namespace": "ns", "name": "hourly", "uid": "uid-1"}
     keys = []
     for i in range(3):
         c.put(f"k{i}", "v")
-        saved = run_module("etcd_snapshot", {**c.module_args(), "s3": s3, "key": f"{prefix}{i}.db"})
+        args = {**c.module_args(), "s3": s3, "key": f"{prefix}{i}.db", "backup": mine}
+        saved = run_module("etcd_snapshot", args)
         assert saved["changed"], saved
         keys.append(saved["key"])
-    # A leftover without a manifest (an upload whose manifest was never written) and a
-    # manifest whose snapshot is gone.
-    s3_store.client().copy_object(bucket, f"{prefix}partial.db", _source(bucket, keys[0]))
-    s3_store.client().copy_object(
-        bucket, f"{prefix}gone.db.json", _source(bucket, keys[0] + ".json")
-    )
+    cluster_id = saved["manifest"]["clusterID"]
+    # Beside them: a leftover without a manifest, a manifest whose snapshot is gone, another
+    # EtcdBackup's snapshot (the one-off of the issue), a snapshot of the layout before backups
+    # owned theirs (one level up) and an object deeper down.
+    client = s3_store.client()
+    client.copy_object(bucket, f"{prefix}partial.db", _source(bucket, keys[0]))
+    client.copy_object(bucket, f"{prefix}gone.db.json", _source(bucket, keys[0] + ".json"))
+    theirs = {**c.module_args(), "s3": s3, "key": f"{prefix}theirs.db"}
+    assert run_module("etcd_snapshot", {**theirs, "backup": {**mine, "uid": "uid-0"}})["changed"]
+    client.copy_object(bucket, "ns/e/20260101T000000Z-rev1.db", _source(bucket, keys[0]))
+    client.copy_object(bucket, f"{prefix}deeper/x.db", _source(bucket, keys[0]))
 
     listed = run_module("etcd_snapshot_store", {"s3": s3, "prefix": prefix})
     by_key = {s["key"]: s for s in listed["snapshots"]}
-    assert set(by_key) == {*keys, f"{prefix}partial.db"}, listed
+    assert set(by_key) == {*keys, f"{prefix}partial.db", f"{prefix}theirs.db"}, listed
     assert [by_key[k]["verified"] for k in keys] == [True, True, True]
+    assert by_key[keys[0]]["backup"] == mine
     assert not by_key[f"{prefix}partial.db"]["verified"]
     assert listed["orphans"] == [f"{prefix}gone.db.json"]
 
-    newest = listed["snapshots"][0]["key"] if listed["snapshots"][0]["verified"] else keys[-1]
-    refused = run_module(
-        "etcd_snapshot_store", {"s3": s3, "prefix": prefix, "state": "absent", "keys": [newest]}
-    )
-    assert refused["failed"] and refused["reason"] == "Refused", refused
+    owner = {"name": "hourly", "uid": "uid-1", "cluster_id": cluster_id}
+    newest = next(s["key"] for s in listed["snapshots"] if s.get("backup") == mine)
 
-    delete = {"s3": s3, "prefix": prefix, "state": "absent", "keys": [keys[0], f"{prefix}gone.db"]}
+    def absent(keys: list[str], who: dict = owner) -> dict:
+        return {"s3": s3, "prefix": prefix, "state": "absent", "keys": keys, "owner": who}
+
+    for refused_keys in ([newest], [keys[0], f"{prefix}theirs.db"], [f"{prefix}partial.db"]):
+        refused = run_module("etcd_snapshot_store", absent(refused_keys))
+        assert refused["failed"] and refused["reason"] == "Refused", refused
+    assert len(keys_in(s3_store, bucket)) == 12, "a refusal deletes nothing"
+
+    older = [k for k in keys if k != newest]
+    delete = absent([older[0], f"{prefix}gone.db"])
     planned = run_module("etcd_snapshot_store", delete, check=True, diff=True)
     assert planned["changed"], planned
-    assert planned["deleted"] == [keys[0] + ".json", keys[0], f"{prefix}gone.db.json"]
-    assert f"{keys[0]}\n" in planned["diff"]["before"]
-    assert keys[0] not in planned["diff"]["after"]
-    assert len(keys_in(s3_store, bucket)) == 8, "check mode deletes nothing"
+    # A key that is not listed (the orphan's) is nothing to do: the orphan stays, reported.
+    assert planned["deleted"] == [older[0] + ".json", older[0]]
+    assert f"{older[0]}\n" in planned["diff"]["before"]
+    assert older[0] not in planned["diff"]["after"]
+    assert len(keys_in(s3_store, bucket)) == 12, "check mode deletes nothing"
 
     done = run_module("etcd_snapshot_store", delete, diff=True)
     assert done["changed"] and done["deleted"] == planned["deleted"], done
-    assert keys[0] not in keys_in(s3_store, bucket)
-    assert done["orphans"] == []
+    left = keys_in(s3_store, bucket)
+    assert older[0] not in left
+    assert {f"{prefix}theirs.db", f"{prefix}partial.db", f"{prefix}gone.db.json"} <= set(left)
+    assert {"ns/e/20260101T000000Z-rev1.db", f"{prefix}deeper/x.db"} <= set(left)
     again = run_module("etcd_snapshot_store", delete)
     assert not again["changed"] and again["deleted"] == [], again
 
     outside = run_module("etcd_snapshot_store", {**delete, "keys": ["elsewhere/x.db"]})
     assert outside["failed"] and outside["reason"] == "InvalidInput", outside
+
+    # The check a check Job makes: found, and gone.
+    check = {"s3": s3, "prefix": "", "state": "checked", "keys": [newest, older[0]]}
+    found, gone = run_module("etcd_snapshot_store", check)["checked"]
+    assert found["verified"] and found["sha256"] == by_key[newest]["sha256"]
+    assert (gone["found"], gone["verified"], gone["why"]) == (False, False, "the snapshot is gone")
+
+
+@pytest.mark.etcd
+def test_an_endpoint_that_is_no_store_reaches_no_message_with_its_body(tmp_path):
+    """Whatever an endpoint answers, a message (so a condition, an Event, a Job's termination
+    message) carries of it only an S3 error code and a short line."""
+    import http.server
+    import threading
+
+    page = "<html>internal admin page: " + "token=abc123 " * 200 + "</html>"
+    long_error = (
+        "<?xml version='1.0'?><Error><Code>AccessDenied</Code><Message>"
+        + "m" * 2000
+        + "</Message></Error>"
+    )
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            xml = self.server.xml  # type: ignore[attr-defined]
+            body = (long_error if xml else page).encode()
+            self.send_response(403 if xml else 200)
+            self.send_header("Content-Type", "application/xml" if xml else "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    results = []
+    for xml in (False, True):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        server.xml = xml  # type: ignore[attr-defined]
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            s3 = {
+                "endpoint": f"http://127.0.0.1:{server.server_address[1]}",
+                "bucket": "etcd",
+                "access_key": "AKIDEXAMPLE",
+                "secret_key": "not-a-real-secret",
+                "path_style": True,
+            }
+            results.append(run_module("etcd_snapshot_store", {"s3": s3, "prefix": "p/"}))
+        finally:
+            server.shutdown()
+            server.server_close()
+    not_s3, denied = results
+    assert not_s3["failed"] and not_s3["reason"] == "S3InvalidResponse", not_s3
+    assert "internal admin page" not in not_s3["msg"] and "token=" not in not_s3["msg"]
+    assert denied["failed"] and denied["reason"] == "S3AuthFailed", denied
+    assert "S3 AccessDenied: mmm" in denied["msg"] and len(denied["msg"]) < 400, denied
 
 
 def _source(bucket: str, key: str) -> Any:

@@ -124,11 +124,8 @@ def test_namespaced_mode_grants_the_same_rules_in_the_watched_namespace_only():
     docs = render("namespaced")
     kinds = {d["kind"] for d in docs}
     assert "ClusterRoleBinding" not in kinds, "no cluster-wide rights"
-    # The backup Jobs' ClusterRole grants nothing until the operator binds it in a watched
-    # namespace with a RoleBinding; it is the only ClusterRole.
-    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"] == [
-        "etcd-runbook-backup"
-    ]
+    # Not even for the backup Jobs: each gets a Role of its own from the operator.
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"] == []
     cluster_role = yaml.safe_load((ROOT / "config/rbac/role.yaml").read_text())
     role = one(docs, "Role", ACCOUNT)
     assert role["metadata"]["namespace"] == "etcd-clusters"

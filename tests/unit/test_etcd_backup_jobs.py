@@ -47,7 +47,7 @@ def pod_of(result: dict) -> dict:
 
 def test_a_one_off_backup_is_a_job_named_after_its_spec():
     first = bj.workload(backup(), IMAGE)
-    assert kinds(first) == ["ServiceAccount", "RoleBinding", "Job"]
+    assert kinds(first) == ["ServiceAccount", "Role", "RoleBinding", "Job"]
     assert first["job"].startswith("nightly-") and first["cronjob"] == ""
     assert bj.workload(backup(), IMAGE)["job"] == first["job"]  # same spec, same Job: once
     changed = bj.workload(backup(retention={"keep": 2}), IMAGE)
@@ -58,14 +58,14 @@ def test_a_one_off_backup_taken_is_not_taken_again_when_its_job_is_deleted():
     done = backup()
     done["metadata"]["generation"] = 2
     done["status"] = {"phase": "Succeeded", "observedGeneration": 2}
-    assert kinds(bj.workload(done, IMAGE)) == ["ServiceAccount", "RoleBinding"]
+    assert kinds(bj.workload(done, IMAGE)) == ["ServiceAccount", "Role", "RoleBinding"]
     done["metadata"]["generation"] = 3  # a new spec: a new snapshot
     assert kinds(bj.workload(done, IMAGE))[-1] == "Job"
 
 
 def test_a_schedule_is_a_cronjob_that_never_overlaps():
     result = bj.workload(backup("*/5 * * * *", suspend=True, timeZone="Europe/Berlin"), IMAGE)
-    assert kinds(result) == ["ServiceAccount", "RoleBinding", "CronJob"]
+    assert kinds(result) == ["ServiceAccount", "Role", "RoleBinding", "CronJob"]
     cron = result["objects"][-1]["spec"]
     assert cron["schedule"] == "*/5 * * * *"
     assert (cron["suspend"], cron["concurrencyPolicy"], cron["timeZone"]) == (
@@ -201,6 +201,9 @@ def pod(job_name: str, message: str, created: str) -> dict:
 
 
 LAST = {"location": "s3://etcd/prod/example/x.db", "revision": 42}
+FOUND = {"time": "2026-11-24T03:00:10Z", "location": LAST["location"], "result": "Found"}
+# What a snapshot Job records: the snapshot, and that its listing found it right after.
+TAKEN = {"lastSnapshot": LAST, "lastCheck": FOUND}
 
 
 @pytest.mark.parametrize(
@@ -211,7 +214,7 @@ LAST = {"location": "s3://etcd/prod/example/x.db", "revision": 42}
         (
             "done",
             "",
-            {"lastSnapshot": LAST},
+            TAKEN,
             [job("a", "Succeeded", "t1")],
             "Succeeded",
             "True",
@@ -222,7 +225,7 @@ LAST = {"location": "s3://etcd/prod/example/x.db", "revision": 42}
         (
             "a schedule whose newest run failed stays Available on the older snapshot",
             "@daily",
-            {"lastSnapshot": LAST},
+            TAKEN,
             [job("a", "Succeeded", "t1"), job("b", "Failed", "t2")],
             "Scheduled",
             "True",
@@ -232,7 +235,7 @@ LAST = {"location": "s3://etcd/prod/example/x.db", "revision": 42}
         (
             "a schedule recovered",
             "@daily",
-            {"lastSnapshot": LAST},
+            TAKEN,
             [job("a", "Failed", "t1"), job("b", "Succeeded", "t2")],
             "Scheduled",
             "True",
@@ -242,7 +245,7 @@ LAST = {"location": "s3://etcd/prod/example/x.db", "revision": 42}
         (
             "a schedule running now",
             "@daily",
-            {"lastSnapshot": LAST},
+            TAKEN,
             [job("a", "Succeeded", "t1"), job("b", "Active", "t2")],
             "Running",
             "True",
@@ -290,7 +293,7 @@ def test_a_failed_job_is_explained_by_its_newest_pods_message():
 
 def test_a_refused_spec_is_degraded_and_failed_but_keeps_its_snapshot():
     obj = backup()
-    obj["status"] = {"lastSnapshot": LAST}
+    obj["status"] = dict(TAKEN)
     refusal = {
         "reason": "ClusterNotFound",
         "field": "spec.clusterName",
@@ -311,7 +314,7 @@ def test_events_only_when_the_phase_changes():
     obj["status"] = {"phase": "Running"}
     assert bj.report(obj, [job("a", "Active", "t1")], [], None)["events"] == []
     done = copy.deepcopy(obj)
-    done["status"]["lastSnapshot"] = LAST
+    done["status"].update(TAKEN)
     assert [
         e["reason"] for e in bj.report(done, [job("a", "Succeeded", "t1")], [], None)["events"]
     ] == ["BackupSucceeded"]
@@ -368,9 +371,402 @@ def test_a_job_listed_as_read_and_as_written_counts_once():
     done = job("a", "Succeeded", "t1")
     written = {"metadata": {"name": "a", "labels": {bj.LABEL_BACKUP: "nightly"}}}
     obj = backup()
-    obj["status"] = {"lastSnapshot": LAST}
+    obj["status"] = dict(TAKEN)
     assert bj.report(obj, [done, written], [], None)["status"]["phase"] == "Succeeded"
     assert bj.report(backup(), [written], [], None)["status"]["phase"] == "Running"
+
+
+# --- the Jobs' rights: a Role of each backup's own ----------------------------------------
+
+
+def rules_of(result: dict) -> list[dict]:
+    return next(o for o in result["objects"] if o["kind"] == "Role")["rules"]
+
+
+def can(rules: list[dict], verb: str, resource: str, name: str = "", group: str = "") -> bool:
+    """What the API server's RBAC would answer (list/get of a name the rule does not name
+    is refused; a rule without resourceNames allows any name)."""
+    return any(
+        group in r["apiGroups"]
+        and resource in r["resources"]
+        and verb in r["verbs"]
+        and ("resourceNames" not in r or (name and name in r["resourceNames"]))
+        for r in rules
+    )
+
+
+G = bj.GROUP
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "name", "group", "allowed"),
+    [
+        ("get", "etcdbackups", "nightly", G, True),
+        ("patch", "etcdbackups/status", "nightly", G, True),
+        ("patch", "etcdbackups/status", "other", G, False),
+        ("patch", "etcdbackups/status", "", G, False),
+        ("patch", "etcdbackups", "nightly", G, False),
+        ("get", "etcdbackups", "other", G, False),
+        ("list", "etcdbackups", "", G, False),
+        ("get", "etcdclusters", "example", G, True),
+        ("get", "etcdclusters", "other", G, False),
+        ("get", "secrets", "example-server-tls", "", True),
+        ("get", "secrets", "example-client-tls", "", True),
+        ("get", "secrets", "example-ca", "", False),
+        ("get", "secrets", "creds", "", False),
+        ("list", "secrets", "", "", False),
+        ("watch", "secrets", "", "", False),
+        ("list", "pods", "", "", True),
+        ("create", "pods", "", "", False),
+        ("list", "poddisruptionbudgets", "", "policy", True),
+    ],
+)
+def test_a_backup_job_may_read_only_what_it_names(verb, resource, name, group, allowed):
+    secrets = bj.tls_secret_names({"metadata": {"name": "example"}, "spec": {}})
+    rules = rules_of(bj.workload(backup(), IMAGE, {"secrets": secrets}))
+    assert can(rules, verb, resource, name, group) is allowed
+
+
+def test_the_role_is_bound_to_the_backups_account_only():
+    objects = {o["kind"]: o for o in bj.workload(backup(), IMAGE)["objects"]}
+    binding = objects["RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": objects["Role"]["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "etcd-backup-nightly", "namespace": "prod"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "names"),
+    [
+        ({"metadata": {"name": "e"}, "spec": {}}, ["e-client-tls", "e-server-tls"]),
+        (
+            {
+                "metadata": {"name": "e"},
+                "spec": {"tls": {"secrets": {"server": "s", "client": "c"}}},
+            },
+            ["c", "s"],
+        ),
+        # Without TLS no Secret at all: an empty resourceNames would mean every Secret.
+        ({"metadata": {"name": "e"}, "spec": {"tls": {"enabled": False}}}, []),
+        (None, []),
+    ],
+)
+def test_the_tls_secrets_a_job_reads(cluster, names):
+    assert bj.tls_secret_names(cluster) == names
+    rules = rules_of(bj.workload(backup(), IMAGE, {"secrets": names}))
+    assert [r for r in rules if "secrets" in r["resources"]] == (
+        [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": names}]
+        if names
+        else []
+    )
+
+
+def owned_by(uid: str, kind: str = "ClusterRole") -> dict:
+    return {
+        "metadata": {"ownerReferences": [{"uid": uid, "controller": True}]},
+        "roleRef": {"kind": kind, "name": "etcd-runbook-backup"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("binding", "stale"),
+    [
+        (owned_by("u-1"), True),  # an earlier release's, to the shared ClusterRole
+        (owned_by("u-1", "Role"), False),  # this release's
+        (owned_by("someone-else"), False),  # not the backup's: never touched
+        ({"roleRef": {"kind": "ClusterRole"}}, False),
+        (None, False),
+    ],
+)
+def test_an_earlier_releases_binding_is_replaced_only_when_the_backup_owns_it(binding, stale):
+    assert bj.stale_binding(binding, backup()) is stale
+
+
+# --- what cannot be used: the claim's mark -------------------------------------------------------
+
+S3_TARGET = {"kind": "s3", "cluster": "example", "credentials_secret": "creds", "refused": ""}
+VOLUME_TARGET = {"kind": "volume", "cluster": "example", "claim": "backups", "refused": ""}
+SEEN = {"cluster_found": True, "secret_keys": ["accessKeyId", "secretAccessKey"]}
+MARKED = {**SEEN, "claim_found": True, "claim_labels": {bj.LABEL_DESTINATION: "true"}}
+NO_WORK: dict = {"refused": ""}
+
+
+@pytest.mark.parametrize(
+    ("case", "target", "seen", "reasons"),
+    [
+        ("s3, all there", S3_TARGET, SEEN, []),
+        ("a marked claim", VOLUME_TARGET, MARKED, []),
+        (
+            "a claim without the mark",
+            VOLUME_TARGET,
+            {**MARKED, "claim_labels": {"app": "db"}},
+            ["ClaimNotMarked"],
+        ),
+        (
+            "a claim without labels",
+            VOLUME_TARGET,
+            {**MARKED, "claim_labels": None},
+            ["ClaimNotMarked"],
+        ),
+        (
+            "a mark that says no",
+            VOLUME_TARGET,
+            {**MARKED, "claim_labels": {bj.LABEL_DESTINATION: "false"}},
+            ["ClaimNotMarked"],
+        ),
+        ("no claim", VOLUME_TARGET, {**MARKED, "claim_found": False}, ["ClaimNotFound"]),
+        ("no cluster", S3_TARGET, {**SEEN, "cluster_found": False}, ["ClusterNotFound"]),
+        (
+            "credentials lack a key",
+            S3_TARGET,
+            {**SEEN, "secret_keys": ["accessKeyId"]},
+            ["CredentialsInvalid"],
+        ),
+        ("no credentials", S3_TARGET, {**SEEN, "secret_keys": None}, ["CredentialsInvalid"]),
+        ("a bad spec says only that", {"refused": "spec.x: no"}, {}, ["InvalidSpec"]),
+    ],
+)
+def test_what_cannot_be_used_is_refused_naming_the_field(case, target, seen, reasons):
+    found = bj.refusals(target, seen, NO_WORK, "prod")
+    assert [r["reason"] for r in found] == reasons, case
+    for refusal in found:
+        assert refusal["message"].startswith(refusal["field"]), refusal
+
+
+def test_the_claim_refusal_says_how_to_mark_it():
+    (refusal,) = bj.refusals(VOLUME_TARGET, {**MARKED, "claim_labels": {}}, NO_WORK, "prod")
+    assert refusal["field"] == "spec.destination.volume.claimName"
+    assert f"{bj.LABEL_DESTINATION}=true" in refusal["message"]
+    assert "Nothing was mounted" in refusal["message"]
+
+
+def test_a_workload_refusal_is_one_of_them():
+    work = {"refused": "no image", "reason": "CannotRun", "field": ""}
+    assert bj.refusals(S3_TARGET, SEEN, work, "prod")[-1]["reason"] == "CannotRun"
+
+
+# --- is status.lastSnapshot still there ------------------------------------------------------
+
+NOW = "2026-11-24T06:00:00Z"
+HOUR = 3600
+
+
+def checked(
+    time: str, result: str = "Found", location: str = str(LAST["location"]), request: str = ""
+) -> dict:
+    return {"time": time, "location": location, "result": result, "request": request}
+
+
+def with_status(status: dict, annotation: str = "") -> dict:
+    obj = backup()
+    obj["status"] = status
+    if annotation:
+        obj["metadata"]["annotations"] = {bj.ANNOTATION_CHECK: annotation}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("case", "obj", "jobs", "due", "after"),
+    [
+        ("no snapshot, nothing to check", with_status({}), [], False, 0),
+        (
+            "checked 10 minutes ago",
+            with_status({"lastSnapshot": LAST, "lastCheck": checked("2026-11-24T05:50:00Z")}),
+            [],
+            False,
+            3001,
+        ),
+        (
+            "checked an hour ago",
+            with_status({"lastSnapshot": LAST, "lastCheck": checked("2026-11-24T05:00:00Z")}),
+            [],
+            True,
+            0,
+        ),
+        (
+            "never checked (status of an earlier release)",
+            with_status({"lastSnapshot": LAST}),
+            [],
+            True,
+            0,
+        ),
+        (
+            "a check of another snapshot",
+            with_status(
+                {"lastSnapshot": LAST, "lastCheck": checked("2026-11-24T05:59:00Z", location="x")}
+            ),
+            [],
+            True,
+            0,
+        ),
+        (
+            "asked for by the annotation",
+            with_status(
+                {"lastSnapshot": LAST, "lastCheck": checked("2026-11-24T05:59:00Z")}, "now-1"
+            ),
+            [],
+            True,
+            0,
+        ),
+        (
+            "the request already answered",
+            with_status(
+                {
+                    "lastSnapshot": LAST,
+                    "lastCheck": checked("2026-11-24T05:59:00Z", request="now-1"),
+                },
+                "now-1",
+            ),
+            [],
+            False,
+            3541,
+        ),
+        (
+            "never while a Job of the backup runs",
+            with_status({"lastSnapshot": LAST}),
+            [job("a", "Active", "t1")],
+            False,
+            0,
+        ),
+    ],
+)
+def test_when_the_last_snapshot_is_checked(case, obj, jobs, due, after):
+    plan = bj.check_plan(obj, jobs, NOW, HOUR)
+    assert (plan["due"], plan["after"]) == (due, after), case
+    assert bool(plan["name"]) is due and bool(plan["why"]) is due
+    if due:
+        assert plan["name"].startswith("nightly-") and len(plan["name"]) == len("nightly-") + 10
+
+
+def test_one_check_job_per_reason_and_interval():
+    obj = with_status({"lastSnapshot": LAST})
+    name = bj.check_plan(obj, [], NOW, HOUR)["name"]
+    assert bj.check_plan(obj, [], "2026-11-24T06:59:59Z", HOUR)["name"] == name
+    assert bj.check_plan(obj, [], "2026-11-24T07:00:00Z", HOUR)["name"] != name
+    asked = with_status({"lastSnapshot": LAST}, "again")
+    assert bj.check_plan(asked, [], NOW, HOUR)["name"] != name
+    assert name != bj.job_name(obj), "never the one-off snapshot Job's name"
+
+
+def test_a_check_job_only_reads_and_is_collected():
+    spec = backup()
+    spec["spec"]["destination"] = {"volume": {"claimName": "backups", "path": "/etcd"}}
+    result = bj.workload(spec, IMAGE, {"check_job": "nightly-0123456789"})
+    check = result["objects"][-1]
+    assert (check["kind"], check["metadata"]["name"]) == ("Job", "nightly-0123456789")
+    assert check["metadata"]["labels"][bj.LABEL_JOB] == bj.CHECK
+    assert check["spec"]["ttlSecondsAfterFinished"] == bj.CHECK_TTL_SECONDS
+    pod = check["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert json.loads(container["command"][-1]) == {
+        "backup": "nightly",
+        "namespace": "prod",
+        "check": True,
+    }
+    assert {"name": "destination", "mountPath": bj.VOLUME_ROOT, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    assert pod["serviceAccountName"] == "etcd-backup-nightly"
+    taken = copy.deepcopy(spec)
+    taken["metadata"]["generation"] = 1
+    taken["status"] = {"phase": "Succeeded", "observedGeneration": 1}
+    assert kinds(bj.workload(taken, IMAGE, {"check_job": "n-1"}))[-1] == "Job"
+
+
+def check_job(name: str, state: str, start: str) -> dict:
+    made = job(name, state, start)
+    made["metadata"]["labels"][bj.LABEL_JOB] = bj.CHECK
+    return made
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "jobs", "available", "reason"),
+    [
+        ("no snapshot", {}, [], "False", "NoSnapshot"),
+        ("taken and found", TAKEN, [], "True", "SnapshotTaken"),
+        ("not checked yet", {"lastSnapshot": LAST}, [], "Unknown", "SnapshotUnchecked"),
+        (
+            "a check of an older snapshot",
+            {"lastSnapshot": LAST, "lastCheck": {**FOUND, "location": "s3://etcd/old.db"}},
+            [],
+            "Unknown",
+            "SnapshotUnchecked",
+        ),
+        (
+            "found gone",
+            {"lastSnapshot": LAST, "lastCheck": {**FOUND, "result": "Missing", "message": "gone"}},
+            [],
+            "False",
+            "SnapshotMissing",
+        ),
+        (
+            "the store did not answer",
+            {
+                "lastSnapshot": LAST,
+                "lastCheck": {**FOUND, "result": "Failed", "message": "S3Unreachable"},
+            },
+            [],
+            "Unknown",
+            "CheckFailed",
+        ),
+        (
+            "a check Job that failed before it could say",
+            {"lastSnapshot": LAST},
+            [check_job("c", "Failed", "2026-11-24T04:00:00Z")],
+            "Unknown",
+            "CheckFailed",
+        ),
+    ],
+)
+def test_available_only_while_the_last_check_found_the_snapshot(
+    case, status, jobs, available, reason
+):
+    result = bj.report(with_status(status), jobs, [], None)
+    got = result["conditions"]["Available"]
+    assert (got["status"], got["reason"]) == (available, reason), case
+
+
+def test_check_jobs_are_no_snapshot_jobs():
+    obj = with_status({**TAKEN, "phase": "Succeeded"})
+    result = bj.report(obj, [job("a", "Succeeded", "t1"), check_job("c", "Active", "t2")], [], None)
+    assert result["status"]["phase"] == "Succeeded"
+    assert result["conditions"]["Progressing"]["status"] == "False"
+    failed = bj.report(obj, [job("a", "Succeeded", "t1"), check_job("c", "Failed", "t2")], [], None)
+    assert failed["conditions"]["Degraded"]["status"] == "False"
+
+
+def test_a_snapshot_found_gone_is_said_once():
+    gone = {
+        **TAKEN,
+        "phase": "Succeeded",
+        "lastCheck": {**FOUND, "result": "Missing", "message": "x"},
+    }
+    first = bj.report(with_status(gone), [job("a", "Succeeded", "t1")], [], None)
+    assert [e["reason"] for e in first["events"]] == ["SnapshotMissing"]
+    assert first["events"][0]["type"] == "Warning"
+    said = {**gone, "conditions": [{"type": "Available", "reason": "SnapshotMissing"}]}
+    assert bj.report(with_status(said), [job("a", "Succeeded", "t1")], [], None)["events"] == []
+
+
+def test_objects_that_are_not_the_backups_are_said_when_its_job_is_done():
+    foreign = {
+        "count": 2,
+        "location": "s3://etcd/p/prod/example/nightly/",
+        "examples": [{"key": "k1", "why": "no manifest that verifies it"}],
+    }
+    obj = with_status({**TAKEN, "phase": "Running", "foreignObjects": foreign})
+    events = bj.report(obj, [job("a", "Succeeded", "t1")], [], None)["events"]
+    assert [e["reason"] for e in events] == ["BackupSucceeded", "ForeignObjects"]
+    assert "2 objects under s3://etcd/p/prod/example/nightly/" in events[1]["message"]
+    assert "k1 (no manifest that verifies it)" in events[1]["message"]
+    running = with_status({**TAKEN, "phase": "Scheduled", "foreignObjects": foreign})
+    events = bj.report(running, [job("a", "Active", "t1")], [], None)["events"]
+    assert [e["reason"] for e in events] == ["BackupRunning"]
 
 
 # --- nextScheduleTime ------------------------------------------------------------------------

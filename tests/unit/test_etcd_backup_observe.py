@@ -72,7 +72,7 @@ def test_only_what_is_asked():
         None,
         "",
     )
-    assert len(reader.asked) == 4  # Jobs, Pods, the CronJob, the EtcdBackup
+    assert len(reader.asked) == 5  # Jobs, Pods, the CronJob, the EtcdBackup, its RoleBinding
 
 
 BACKUP = "/apis/etcd.runbook.io/v1alpha1/namespaces/prod/etcdbackups/nightly"
@@ -98,3 +98,25 @@ def test_a_missing_secret_has_no_keys():
         FakeReader({}), {"namespace": "prod", "name": "n", "credentials_secret": "gone"}
     )
     assert facts["secret_keys"] is None
+
+
+CLAIM = "/api/v1/namespaces/prod/persistentvolumeclaims/backups"
+BINDING = "/apis/rbac.authorization.k8s.io/v1/namespaces/prod/rolebindings/etcd-backup-nightly"
+
+
+def test_the_claims_labels_the_clusters_tls_and_the_binding_are_read():
+    tls = {"secrets": {"server": "s", "client": "c"}}
+    reader = FakeReader(
+        {
+            CLAIM: {"metadata": {"labels": {"etcd.runbook.io/backup-destination": "true"}}},
+            CLUSTER: {"metadata": {"name": "example", "uid": "u"}, "spec": {"tls": tls, "size": 3}},
+            BINDING: {"roleRef": {"kind": "ClusterRole"}},
+        }
+    )
+    params = {"namespace": "prod", "name": "nightly", "cluster": "example", "claim": "backups"}
+    facts = observe_backup(reader, params)
+    assert facts["claim_labels"] == {"etcd.runbook.io/backup-destination": "true"}
+    assert facts["cluster"] == {"metadata": {"name": "example"}, "spec": {"tls": tls}}
+    assert facts["binding"] == {"roleRef": {"kind": "ClusterRole"}}
+    gone = observe_backup(FakeReader({}), params)
+    assert (gone["claim_labels"], gone["cluster"], gone["binding"]) == (None, None, None)

@@ -126,6 +126,56 @@ class _Reader:
         return []
 
 
+class _Secrets(_Reader):
+    """Secrets readable only by name, as a backup Job's Role allows."""
+
+    def __init__(self, secrets: dict[str, dict]) -> None:
+        super().__init__()
+        self.secrets = secrets
+        self.got: list[str] = []
+
+    def get(self, path: str, query: dict | None = None) -> dict | None:
+        self.got.append(path)
+        return self.secrets.get(path.rsplit("/", 1)[-1])
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
+        assert kind != "Secret", "a Secret is never listed when the names are given"
+        return super().items(path, label_selector, kind, api_version)
+
+
+def _labelled(name: str, labels: dict[str, str]) -> dict:
+    return {"metadata": {"name": name, "labels": labels}, "data": {"ca.crt": "eA=="}}
+
+
+@pytest.mark.parametrize(
+    ("selector", "kept"),
+    [
+        ("etcd.runbook.io/tls-for=e", ["s", "c"]),
+        ("app.kubernetes.io/name=etcd,etcd.runbook.io/cluster=e", ["s"]),
+        # A Secret named in spec.tls.secrets but not labelled for the cluster is never read.
+        ("etcd.runbook.io/tls-for=other", []),
+    ],
+)
+def test_secrets_given_by_name_are_read_one_by_one_and_still_selected(selector, kept):
+    reader = _Secrets(
+        {
+            "s": _labelled(
+                "s",
+                {
+                    "etcd.runbook.io/tls-for": "e",
+                    "app.kubernetes.io/name": "etcd",
+                    "etcd.runbook.io/cluster": "e",
+                },
+            ),
+            "c": _labelled("c", {"etcd.runbook.io/tls-for": "e"}),
+        }
+    )
+    observer = Observer(reader, "ns", "a=b", selector, 5.0, secret_names=["s", "c", "gone"])
+    facts = observer.kubernetes()
+    assert [x["metadata"]["name"] for x in facts["secrets"]] == kept
+    assert [g.rsplit("/", 1)[-1] for g in reader.got if "/secrets/" in g] == ["s", "c", "gone"]
+
+
 @pytest.mark.parametrize("backups", [False, True])
 def test_the_namespaces_backups_are_listed_only_when_asked(backups):
     reader = _Reader()

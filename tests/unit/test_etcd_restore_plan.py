@@ -52,6 +52,23 @@ def backup(location: str = "s3://etcd/prod/example/snap-1.db", version: str = "3
     }
 
 
+MISSING = {
+    "type": "Available",
+    "status": "False",
+    "reason": "SnapshotMissing",
+    "message": "status.lastSnapshot is gone (checked at 2026-11-24T06:00:00Z): ...",
+}
+
+
+def test_a_backup_whose_check_found_its_snapshot_says_so_and_a_found_one_restores():
+    found = {**MISSING, "status": "True", "reason": "SnapshotTaken"}
+    ok = {**backup(), "status": {**backup()["status"], "conditions": [found]}}
+    assert rp.restore_source(restore(), ok)["key"] == "prod/example/snap-1.db"
+    gone = {**backup(), "status": {**backup()["status"], "conditions": [MISSING]}}
+    with pytest.raises(rp.RestoreRefused, match=r"snap-1\.db is missing"):
+        rp.restore_source(restore(), gone)
+
+
 def volume_backup(location: str = "pvc://backups/etcd/prod/example/snap-1.db") -> dict:
     saved = backup(location)
     saved["spec"]["destination"] = {"volume": {"claimName": "backups", "path": "etcd"}}
@@ -159,6 +176,13 @@ def reasons(result: dict) -> list[str]:
         (
             None,
             {"backup": {**backup(), "status": {}}},
+            "SourceNotFound",
+            "spec.source.backupName",
+        ),
+        # Its check found the newest snapshot gone: refused before anything is made.
+        (
+            None,
+            {"backup": {**backup(), "status": {**backup()["status"], "conditions": [MISSING]}}},
             "SourceNotFound",
             "spec.source.backupName",
         ),

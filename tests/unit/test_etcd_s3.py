@@ -74,7 +74,7 @@ def s3_error(code: str, message: str = "m") -> S3Error:
         (s3_error("NoSuchBucket"), "S3BucketMissing", "bucket backups does not exist"),
         (s3_error("NoSuchKey"), "S3ObjectMissing", "no such object"),
         (s3_error("PermanentRedirect"), "S3WrongRegion", "in another region"),
-        (s3_error("SlowDown", "please"), "S3Error", "the store said SlowDown: please"),
+        (s3_error("SlowDown", "please"), "S3Error", "failed: S3 SlowDown: please"),
         (OSError("Connection refused"), "S3Unreachable", "cannot reach the object store"),
         (OSError("[SSL: CERTIFICATE_VERIFY_FAILED]"), "S3TLSError", "TLS handshake failed"),
         (ValueError("invalid bucket name b"), "InvalidInput", "invalid bucket name"),
@@ -84,6 +84,30 @@ def test_errors_say_what_to_fix(error, reason, text):
     explained = explain(error, params(), "upload", "k.db")
     assert explained.reason == reason and text in explained.message, explained.message
     assert "s3://backups/k.db at https://s3.example.com:9000" in explained.message
+
+
+def test_the_stores_answer_reaches_a_message_only_as_a_short_s3_error():
+    # An endpoint that is no store, or a hostile one, writes what it likes into its answer:
+    # only an S3 error code and a short line of it reach a message (and so status).
+    body = "<html>" + "internal page " * 200 + "\n\x1b[31m secret-ish </html>"
+    from minio.error import InvalidResponseError, ServerError
+
+    not_s3 = explain(InvalidResponseError(200, "text/html", body), params(), "list")
+    assert not_s3.reason == "S3InvalidResponse", not_s3.message
+    assert "HTTP 200 (text/html)" in not_s3.message and "internal page" not in not_s3.message
+    long = explain(s3_error("AccessDenied", body), params(), "list")
+    assert "S3 AccessDenied: <html>internal page" in long.message
+    assert len(long.message) < 400 and "\x1b" not in long.message and "\n" not in long.message
+    odd = explain(s3_error("<script>alert(1)</script>", "x"), params(), "list")
+    assert "<script>" not in odd.message and "an unreadable code" in odd.message
+    down = explain(ServerError("server failed with HTTP status code 503", 503), params(), "list")
+    assert "HTTP 503" in down.message
+    # HTML that parses as XML, and what does not parse at all: neither is a listing.
+    from xml.etree import ElementTree
+
+    for answer in (ValueError("XML element <Name> not found"), ElementTree.ParseError("x")):
+        assert explain(answer, params(), "list").reason == "S3InvalidResponse"
+    assert explain(ValueError("invalid bucket name b"), params(), "list").reason == "InvalidInput"
 
 
 def test_errors_never_carry_credentials():
@@ -121,9 +145,9 @@ def test_manifest_time_and_facts_win_over_the_listing():
 
 @pytest.mark.parametrize("prefix", ["backups", "/a/b/", ""])
 def test_the_module_names_keys_as_the_plan_does(prefix):
-    cluster_prefix = bp.cluster_prefix(prefix, "ns", "e")
-    made = snapshot_name(cluster_prefix, "20260501T030000Z", 42)
-    assert made == bp.snapshot_key(prefix, "ns", "e", "2026-05-01T03:00:00Z", 42)
+    backup_prefix = bp.backup_prefix(prefix, "ns", "e", "nightly")
+    made = snapshot_name(backup_prefix, "20260501T030000Z", 42)
+    assert made == bp.snapshot_key(prefix, "ns", "e", "nightly", "2026-05-01T03:00:00Z", 42)
     assert bp.parse_snapshot_key(made)["revision"] == 42
 
 

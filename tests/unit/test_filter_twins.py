@@ -71,3 +71,45 @@ def test_the_plan_and_the_wait_read_the_scheduler_alike(conditions):
     # The wait (module_utils/etcd_observe.py) stops on what the plan reports as unschedulable.
     pod = {"metadata": {"name": "e-0"}, "status": {"conditions": conditions}}
     assert unschedulable([pod], "e-0") == cluster_plan.unschedulable(pod)
+
+
+MINE = {"namespace": "ns", "name": "nightly", "uid": "u-1"}
+OWNER = {"name": "nightly", "uid": "u-1", "cluster_id": "c1"}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"verified": True, "sha256": "a" * 64, "backup": MINE, "clusterID": "c1"},
+        {"verified": True, "sha256": "", "backup": MINE, "clusterID": "c1"},
+        {"verified": False, "sha256": "a" * 64, "backup": MINE, "clusterID": "c1"},
+        {"verified": "yes", "sha256": "a" * 64, "backup": MINE, "clusterID": "c1"},
+        {"verified": True, "sha256": "a" * 64, "clusterID": "c1"},
+        {"verified": True, "sha256": "a" * 64, "backup": "nightly", "clusterID": "c1"},
+        {"verified": True, "sha256": "a" * 64, "backup": {**MINE, "uid": "u-2"}, "clusterID": "c1"},
+        {"verified": True, "sha256": "a" * 64, "backup": {**MINE, "name": "x"}, "clusterID": "c1"},
+        {"verified": True, "sha256": "a" * 64, "backup": MINE, "clusterID": "c2"},
+        {"verified": True, "sha256": "a" * 64, "backup": MINE},
+    ],
+)
+def test_the_plan_and_the_module_that_deletes_tell_a_backups_own_snapshots_alike(entry):
+    # The plan decides what to prune; etcd_snapshot_store refuses to delete anything else.
+    from ansible.module_utils.etcd_snapshot_catalog import ownership
+
+    assert backup_plan.ownership(entry, OWNER) == ownership(entry, OWNER)
+
+
+@pytest.mark.parametrize(
+    "tls",
+    [
+        None,
+        {},
+        {"enabled": True},
+        {"secrets": {"server": "s", "client": "c", "peer": "p"}},
+        {"secrets": {"server": "s"}},
+    ],
+)
+def test_the_backup_role_grants_the_tls_secrets_the_cluster_plan_names(tls):
+    cluster = {"metadata": {"name": "e"}, "spec": {} if tls is None else {"tls": tls}}
+    names = cluster_plan.normalize_spec(cluster, {})["secrets"]
+    assert backup_jobs.tls_secret_names(cluster) == sorted({names["server"], names["client"]})

@@ -1056,6 +1056,20 @@ def test_no_member_pod_is_made_while_a_secret_it_mounts_is_lost():
     p = ep.plan(facts)
     assert p["tls_issue"] == ["peer"] and p["tls_unmountable"] == {}
     assert p["heal"] == ["e-2"] and p["ended"] == ["e-2"]
+    # Nor a roll, or a replacement of a member whose data is gone.
+    facts = healthy3()
+    facts["pods"] = [pod(0), pod(1), pod(2, hash_="older")]
+    facts["tls"] = own_tls("cert", server=None)
+    assert ep.plan(facts)["roll"] == []
+    facts["tls"] = own_tls("cert")
+    assert ep.plan(facts)["roll"] == ["e-2"]
+    facts = healthy3()
+    facts["pods"] = [pod(0), pod(1), pod(2, phase="Failed", message=ep.DATA_LOST_SIGNS[0])]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    facts["tls"] = own_tls("cert")
+    assert [r["name"] for r in ep.plan(facts)["replace"]] == ["e-2"]
+    facts["tls"] = own_tls("cert", peer=None)
+    assert ep.plan(facts)["replace"] == []
 
 
 def test_a_new_cluster_starts_on_a_new_ca():

@@ -66,10 +66,16 @@ options:
         type: bool
         default: false
       server_secret:
-        description: Secret (among those read) whose C(ca.crt) verifies the members.
+        description:
+          - Secret (among those read) whose C(ca.crt) verifies the members.
+          - When it is gone or lacks C(ca.crt), the C(ca.crt) of another Secret read stands in
+            (O(etcd.client_secret) first, then the others in name order).
         type: str
       client_secret:
-        description: Secret (among those read) whose C(tls.crt) and C(tls.key) authenticate.
+        description:
+          - Secret (among those read) whose C(tls.crt) and C(tls.key) authenticate.
+          - When it is gone or lacks them, the pair of the O(etcd.server_secret), else of
+            another C(kubernetes.io/tls) Secret read (in name order), stands in.
         type: str
       dns_suffix:
         description: >-

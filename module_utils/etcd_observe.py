@@ -293,18 +293,44 @@ def wait_pods_gone(
     return going
 
 
-def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[str, str]:
-    """Connection options for the etcd client from the server Secret's CA and the client
-    Secret's pair; empty unless both Secrets hold them."""
+def client_material(
+    secrets: list[dict[str, Any]], server: str, client: str
+) -> tuple[str, str, str] | None:
+    """(ca.crt, tls.crt, tls.key), base64 as read, the etcd client connects with: the server
+    Secret's CA and the client Secret's pair. When one of them is gone another Secret read
+    for the cluster stands in (a ca.crt of any, in name order; the pair of the server Secret,
+    else of any kubernetes.io/tls one): the role's certificates all chain to the cluster's CA
+    and each may authenticate a client, so one lost Secret does not leave the runbook blind.
+    None when nothing holds them. Twin of etcd_plan.tls_client (tests/unit/test_filter_twins.py)."""
     data = {s["metadata"]["name"]: s.get("data") or {} for s in secrets}
-    ca = data.get(server, {}).get("ca.crt")
-    cert, key = data.get(client, {}).get("tls.crt"), data.get(client, {}).get("tls.key")
-    if not (ca and cert and key):
+    tls = {s["metadata"]["name"] for s in secrets if s.get("type") == "kubernetes.io/tls"}
+    others = sorted(n for n in data if n not in (server, client))
+    ca = next(
+        (data[n]["ca.crt"] for n in [server, client, *others] if data.get(n, {}).get("ca.crt")), ""
+    )
+    pairs = [client] + [n for n in [server, *others] if n in tls]
+    pair = next(
+        (
+            (data[n]["tls.crt"], data[n]["tls.key"])
+            for n in pairs
+            if {"tls.crt", "tls.key"} <= set(data.get(n, {}))
+        ),
+        None,
+    )
+    return (ca, *pair) if ca and pair else None
+
+
+def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[str, str]:
+    """Connection options for the etcd client (`client_material`, in private files); empty
+    when no Secret holds them."""
+    chosen = client_material(secrets, server, client)
+    if chosen is None:
         return {}
+    ca, cert, key = (base64.b64decode(v).decode() for v in chosen)
     return {
-        "ca_cert": private_file("ca.crt", base64.b64decode(ca).decode()),
-        "client_cert": private_file("client.crt", base64.b64decode(cert).decode()),
-        "client_key": private_file("client.key", base64.b64decode(key).decode()),
+        "ca_cert": private_file("ca.crt", ca),
+        "client_cert": private_file("client.crt", cert),
+        "client_key": private_file("client.key", key),
     }
 
 

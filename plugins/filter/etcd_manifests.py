@@ -26,6 +26,8 @@ ANN_MEMBER_ID = f"{GROUP}/member-id"
 ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
 # watches.yaml preemptionOptOutAnnotation: a Pod deletion the runbook made itself.
 ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
+# On a CA Secret put back from what the members trust: the Secret its certificate came from.
+ANN_RESTORED_FROM = f"{GROUP}/restored-from"
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -137,11 +139,28 @@ def member_claim(
     }
 
 
+class UnmountableSecret(ValueError):
+    """A member Pod would mount a TLS Secret the plan did not find fit to mount."""
+
+
+def check_mountable(p: dict[str, Any], member: str) -> None:
+    """The one check every member Pod passes, whichever step makes it (a new cluster, a heal,
+    a Pod made again, an added or replacing member, a roll): the plan's `tls_unmountable`, a
+    Secret the Pod would mount that is missing or, named in spec.tls.secrets, not labelled
+    for the cluster. The plan already makes no such Pod; this stops any step that would."""
+    if unfit := p.get("tls_unmountable"):
+        raise UnmountableSecret(
+            f"not making the Pod of {member}: it would mount Secret "
+            f"{', '.join(sorted(unfit.values()))}, not fit to mount (see the Degraded condition)"
+        )
+
+
 def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[str, Any]:
     """A member's Pod, made from its claim's record. A claim of a member that has joined says
     `existing` with only the member itself in --initial-cluster: with its data, etcd ignores
     both; with an empty data dir, etcd finds no peer to ask and refuses to start, so the member
     never comes back under its old identity without its data."""
+    check_mountable(p, member)
     spec = p["spec"]
     pod = spec["pod"]
     version = p["versions"].get(member, spec["version"])
@@ -421,6 +440,17 @@ def doomed_pods(p: dict[str, Any], members: list[str], reason: str) -> list[dict
         }
         for member in members
     ]
+def tls_restored_ca(p: dict[str, Any], material: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The CA Secret put back from what the members trust (the plan's `tls_ca_from`: the
+    ca.crt of that Secret), its certificate only: the private key was kept nowhere else.
+    Annotated with where it came from; [] when the plan puts nothing back."""
+    source = p.get("tls_ca_from")
+    if not source:
+        return []
+    cert = material[source]["ca.crt"]
+    (secret,) = tls_secrets(p, {"ca": {"tls.crt": cert, "ca.crt": cert}}, ["ca"])
+    secret["metadata"]["annotations"] = {ANN_RESTORED_FROM: p["spec"]["secrets"][source]}
+    return [secret]
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -539,6 +569,7 @@ class FilterModule:
             "etcd_initial_cluster_entry": initial_cluster_entry,
             "etcd_cert_profiles": cert_profiles,
             "etcd_tls_secrets": tls_secrets,
+            "etcd_tls_restored_ca": tls_restored_ca,
             "etcd_replace_objects": replace_objects,
             "etcd_out_of_date": out_of_date,
             "etcd_doomed_pods": doomed_pods,

@@ -117,6 +117,11 @@ _UNITS = {
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _VERSION = re.compile(r"^3\.(4|5|6)\.([0-9]+)$")
 TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
+# The certificates the role issues from the cluster's CA, and those a member Pod mounts (the
+# client certificate is the operator's own).
+TLS_LEAVES = ("peer", "server", "client")
+TLS_MOUNTED = ("peer", "server")
+_PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
 
 
 class PlanError(ValueError):
@@ -462,18 +467,40 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     }
 
 
+def pem_fingerprints(text: str) -> list[str]:
+    """The SHA-256 of each certificate in PEM `text` (its DER), in order: what the plan
+    compares certificates by, public and never the material itself."""
+    found = []
+    for body in _PEM_CERT.findall(text):
+        try:
+            der = base64.b64decode("".join(body.split()), validate=True)
+        except binascii.Error:
+            continue
+        found.append(hashlib.sha256(der).hexdigest())
+    return found
+
+
 def tls_seen(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, Any]:
     """What the Secret of each purpose (ca, peer, server, client) of the EtcdCluster `obj`
-    looks like, never its data: {found, type, keys}."""
+    looks like, never its data: {found, type, keys, certs}; `certs` holds the fingerprints
+    (`pem_fingerprints`) of the certificates in its tls.crt and ca.crt."""
     names = normalize_spec(obj, {})["secrets"]
     by_name = {_meta(s).get("name"): s for s in secrets}
     seen = {}
     for purpose, name in names.items():
         secret = by_name.get(name)
+        data = (secret or {}).get("data") or {}
+        certs = {}
+        for field in ("tls.crt", "ca.crt"):
+            try:
+                certs[field] = pem_fingerprints(base64.b64decode(data.get(field) or "").decode())
+            except (binascii.Error, UnicodeDecodeError):
+                certs[field] = []
         seen[purpose] = {
-            "found": secret is not None and bool(secret.get("data")),
+            "found": secret is not None and bool(data),
             "type": (secret or {}).get("type", ""),
-            "keys": sorted((secret or {}).get("data") or {}),
+            "keys": sorted(data),
+            "certs": certs,
         }
     return seen
 
@@ -492,6 +519,40 @@ def tls_material(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str
         if not material[purpose]:
             del material[purpose]
     return material
+
+
+def tls_client(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, str]:
+    """The decoded CA, certificate and key the runbook's etcd modules connect with (kept under
+    no_log): the server Secret's CA and the client Secret's pair, or what stands in for one
+    that is gone (module_utils/etcd_observe.py client_material, whose twin this is: the role
+    reads the same material the look did). {} when nothing holds them."""
+    names = normalize_spec(obj, {})["secrets"]
+    server, client = names["server"], names["client"]
+    data = {_meta(s).get("name"): s.get("data") or {} for s in secrets}
+    tls = {_meta(s).get("name") for s in secrets if s.get("type") == "kubernetes.io/tls"}
+    others = sorted(str(n) for n in data if n not in (server, client))
+    ca = next(
+        (data[n]["ca.crt"] for n in [server, client, *others] if data.get(n, {}).get("ca.crt")),
+        "",
+    )
+    pairs = [client] + [n for n in [server, *others] if n in tls]
+    pair = next(
+        (
+            (data[n]["tls.crt"], data[n]["tls.key"])
+            for n in pairs
+            if {"tls.crt", "tls.key"} <= set(data.get(n, {}))
+        ),
+        None,
+    )
+    if not ca or pair is None:
+        return {}
+    try:
+        return {
+            k: base64.b64decode(v).decode()
+            for k, v in zip(("ca", "cert", "key"), (ca, *pair), strict=True)
+        }
+    except (binascii.Error, UnicodeDecodeError):
+        return {}
 
 
 def tls_problems(tls: dict[str, Any], spec: dict[str, Any], cluster: str) -> list[dict[str, str]]:
@@ -526,6 +587,169 @@ def tls_problems(tls: dict[str, Any], spec: dict[str, Any], cluster: str) -> lis
                 )
             )
     return problems
+
+
+def tls_plan(
+    seen: dict[str, Any] | None, spec: dict[str, Any], cluster: str, state: str
+) -> dict[str, Any]:
+    """What a run does about the cluster's TLS Secrets, from `tls_seen`'s summary (None: not
+    looked at, nothing decided) and how far they may be in use (`state`, from `run_state`).
+    Returns `issue` (certificates to issue), `new_ca` (issue them from a new CA, written over
+    what exists), `ca_from` (the purpose whose ca.crt puts the CA Secret's certificate back),
+    `write` (the purposes whose Secret this run writes), `unmountable` (purpose -> Secret a
+    member Pod mounts that is not fit to mount: no member Pod is made then), `refusals` and
+    `announce` (the Events of what is written).
+
+    The role's own Secrets are made anew only where nothing holds them: a cluster that never
+    ran, or one with no member Pod left and none of its TLS Secrets (re-created after a
+    deletion, which deletes them). Otherwise a missing Secret is put back from what the
+    members trust or refused, never replaced: new TLS material for a cluster that runs comes
+    only from an explicit rotation (docs/next-runbooks.md), which will be decided here too."""
+    out: dict[str, Any] = {
+        "issue": [],
+        "new_ca": False,
+        "ca_from": "",
+        "write": [],
+        "unmountable": {},
+        "refusals": [],
+        "announce": [],
+    }
+    if seen is None or not spec["tls"]:
+        return out
+    if not spec["tls_own"]:
+        out["refusals"] = tls_problems(seen, spec, cluster)
+        fields = {r["field"] for r in out["refusals"]}
+        out["unmountable"] = {
+            p: spec["secrets"][p] for p in TLS_MOUNTED if f"spec.tls.secrets.{p}" in fields
+        }
+        return out
+    return {**out, **_own_tls_plan(seen, spec["secrets"], state)}
+
+
+def _own_tls_plan(seen: dict[str, Any], names: dict[str, str], state: str) -> dict[str, Any]:
+    """`tls_plan` for the Secrets the role makes (spec.tls.secrets unset)."""
+    ca = seen.get("ca") or {}
+    leaves = {p: seen.get(p) or {} for p in TLS_LEAVES}
+    missing = [p for p, s in leaves.items() if not s.get("found")]
+    ca_usable = bool(ca.get("found")) and {"tls.crt", "tls.key"} <= set(ca.get("keys") or [])
+    left = [p for p in ("ca", *TLS_LEAVES) if (seen.get(p) or {}).get("found")]
+    if state == "new" or (state == "stopped" and not left):
+        # Nothing holds them: a new CA and every certificate, or what is missing.
+        fresh = missing if ca_usable else list(TLS_LEAVES)
+        made = ", ".join(fresh) + ("" if ca_usable else " and a new CA")
+        created = _event("Normal", "CertificatesCreated", f"Created TLS certificates for {made}")
+        if state == "stopped":
+            created = _event(
+                "Warning",
+                "CertificatesCreated",
+                f"Created TLS certificates for {made}: the cluster has run, but none of its "
+                "TLS Secrets and no member Pod is left to hold its CA (a deleted EtcdCluster "
+                "takes them along). Clients must trust the new CA (the ca.crt of Secret "
+                f"{names['server']})",
+            )
+        return {
+            "issue": fresh,
+            "new_ca": not ca_usable,
+            "write": fresh if ca_usable else ["ca", *fresh],
+            "announce": [created] if fresh else [],
+        }
+    present = {p: s for p, s in leaves.items() if s.get("found")}
+
+    def trusted(purpose: str) -> list[str]:
+        return list(((present[purpose].get("certs") or {}).get("ca.crt")) or [])
+
+    refusals: list[dict[str, str]] = []
+    announce: list[dict[str, str]] = []
+    issue: list[str] = []
+    ca_from = ""
+    why_not = ""
+    if ca_usable:
+        ca_cert = set(((ca.get("certs") or {}).get("tls.crt")) or [])
+        strangers = [p for p in present if not ca_cert & set(trusted(p))]
+        if strangers:
+            why_not = f"Secret {names['ca']} holds another CA than the one the members trust"
+            refusals.append(
+                _refusal(
+                    "TLSCAMismatch",
+                    "spec.tls",
+                    f"Secret {names['ca']}: its CA is not the one the certificates in use were "
+                    f"issued from (the ca.crt of Secret {names[strangers[0]]}): nothing is "
+                    "issued from it. Put back the CA Secret those certificates came from",
+                )
+            )
+        else:
+            issue = missing
+            announce = [
+                _event(
+                    "Warning",
+                    "TLSSecretRestored",
+                    f"Secret {names[p]} was missing: issued again from the cluster's CA "
+                    f"(Secret {names['ca']}), which every member trusts; no other Secret changed",
+                )
+                for p in issue
+            ]
+    else:
+        why_not = f"the CA's private key is lost (Secret {names['ca']}, tls.key)"
+        kinds = {tuple(trusted(p)) for p in present}
+        if not ca.get("found") and len(kinds) == 1 and len(next(iter(kinds))) == 1:
+            ca_from = next(iter(present))
+            back = f" Its certificate is put back from the ca.crt of Secret {names[ca_from]}."
+            announce.append(
+                _event(
+                    "Warning",
+                    "TLSSecretRestored",
+                    f"Secret {names['ca']} was missing: its certificate put back from the ca.crt "
+                    f"of Secret {names[ca_from]} (the CA every member trusts); its private key "
+                    "was kept nowhere else and is lost",
+                )
+            )
+        elif ca.get("found"):
+            back = ""
+        else:
+            back = (
+                " Its certificate cannot be put back either: no Secret of the cluster holds "
+                "one CA certificate that all agree on."
+            )
+        refusals.append(
+            _refusal(
+                "TLSCAKeyLost",
+                "spec.tls",
+                f"Secret {names['ca']}: the cluster's CA private key (tls.key) is gone, and it "
+                "is kept nowhere else. No new CA is made while the cluster's certificates "
+                f"are in use: its members and clients trust this one.{back} The members keep "
+                "running on their certificates, but none can be issued again: restore Secret "
+                f"{names['ca']} with its tls.key from a backup of it (kubectl apply); without "
+                "one, only a certificate rotation to a new CA can (docs/next-runbooks.md)",
+            )
+        )
+    lost = [p for p in missing if p not in issue]
+    refusals[:0] = [
+        _refusal(
+            "TLSSecretLost",
+            "spec.tls",
+            f"Secret {names[p]} is gone and cannot be issued again: {why_not}. "
+            + (
+                "The running members keep the copy they mount; a member whose Pod is gone is "
+                "not re-made until it is back (it mounts it). "
+                if p in TLS_MOUNTED
+                else "The runbook reaches etcd with another of the cluster's certificates. "
+            )
+            + f"Restore Secret {names[p]} from a backup of it",
+        )
+        for p in lost
+    ]
+    return {
+        "issue": issue,
+        "ca_from": ca_from,
+        "write": (["ca"] if ca_from else []) + issue,
+        "unmountable": {p: names[p] for p in TLS_MOUNTED if p in lost},
+        "refusals": refusals,
+        "announce": announce,
+    }
+
+
+def _event(type_: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": type_, "reason": reason, "message": message}
 
 
 def pod_hash(spec: dict[str, Any], version: str) -> str:
@@ -753,7 +977,8 @@ class _Observed:
         self.endpoint_names = {url: n for n, url in (facts.get("endpoints") or {}).items()}
         self.paused = self.spec["paused"] and not self.options.get("ignore_pause", False)
         self.hands_off = self.paused or bool(self.options.get("read_only", False))
-        self.tls = tls_problems(facts.get("tls") or {}, self.spec, self.name)
+        self.tls_plan = tls_plan(facts.get("tls"), self.spec, self.name, run_state(self))
+        self.tls = self.tls_plan["refusals"]
         self.info_error = str(facts.get("info_error") or "")
         # None: Nodes could not be read, and no member is judged by its node.
         self.nodes = facts.get("nodes")
@@ -763,6 +988,17 @@ class _Observed:
         return self.endpoint_names.get(endpoint) or (
             name_from_url(endpoint) if name_from_url(endpoint) in self.pods else ""
         )
+
+
+def run_state(o: _Observed) -> str:
+    """How far the cluster's TLS material may be in use: `running` (a member Pod exists, which
+    mounts it, or a member answers), `stopped` (it has run, no member Pod is left: a cluster ID
+    was recorded, or a claim exists that no restore is still feeding) or `new` (nothing ever
+    started on it; a restore makes the first member's claim before any certificate exists)."""
+    answered = o.known or any(v.get("cluster_id") for v in o.info.get("views") or [])
+    if o.pods or answered:
+        return "running"
+    return "stopped" if o.recorded_id or (o.claims and not o.restore) else "new"
 
 
 def member_node(pod: dict[str, Any] | None, claim: dict[str, Any] | None) -> str:
@@ -1321,6 +1557,11 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     if o.hands_off:
         heal, ended, fence, record, relabel = [], [], [], [], []
         stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
+    # No member Pod is made that would mount a TLS Secret not fit to mount (tls_plan): one
+    # missing, or a user's not labelled for the cluster. Healing, re-creating, adding,
+    # replacing and rolling each make one; the Pods that run keep running.
+    if o.tls_plan["unmountable"]:
+        heal, ended, replace, add, roll = [], [], [], [], []
     # A brand-new cluster, with nothing to lose (no claim, no Pod, no answer from etcd), starts
     # every member at once, as etcd's static bootstrap does (docs/design-decisions.md,
     # "Bootstrap"). A cluster being restored gets its first member from the restore: empty
@@ -1369,11 +1610,13 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
         "upgrade_snapshot": snapshot,
         "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
-        "tls_missing": [
-            purpose
-            for purpose in ("ca", "peer", "server", "client")
-            if spec["tls_own"] and not (facts.get("tls") or {}).get(purpose, {}).get("found")
-        ],
+        # The TLS Secrets this run writes, and how (tls_plan).
+        "tls_missing": o.tls_plan["write"],
+        "tls_issue": o.tls_plan["issue"],
+        "tls_new_ca": o.tls_plan["new_ca"],
+        "tls_ca_from": o.tls_plan["ca_from"],
+        "tls_announce": o.tls_plan["announce"],
+        "tls_unmountable": o.tls_plan["unmountable"],
         "grow": sorted(
             _meta(c)["name"]
             for c in o.live_claims.values()
@@ -1657,4 +1900,5 @@ class FilterModule:
             "etcd_member_healthy": member_healthy,
             "etcd_tls_seen": tls_seen,
             "etcd_tls_material": tls_material,
+            "etcd_tls_client": tls_client,
         }

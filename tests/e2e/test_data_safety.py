@@ -5,6 +5,7 @@ fine, healing stuck behind a refusal, a scale change that drops the disruption b
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible.module_utils.etcd_tls import issue_material
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from tests.e2e.helpers import (
     Operator,
@@ -28,6 +32,7 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.operator_incluster import NAMESPACE, SELECTOR
+from tests.filters import load_filter
 from tests.k8s_cluster import REPO, K8sCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -567,3 +572,228 @@ def test_the_operator_writes_only_what_it_owns(
     after = _as_they_are(k8s, ns)
     for key, was in before.items():
         assert after[key] == was, f"{key} changed:\n{json.dumps([was, after[key]], indent=1)}"
+
+
+def _tls_held(k8s: K8sCluster, ns: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Of each Secret in `names` that exists: its certificates (tls.crt, ca.crt, PEM) and the
+    names of its keys. Private keys are never kept, printed or compared."""
+    held = {}
+    for secret in get(k8s, ns, "secrets")["items"]:
+        name = secret["metadata"]["name"]
+        if name in names:
+            data = secret.get("data") or {}
+            held[name] = {
+                **{
+                    f: base64.b64decode(data[f]).decode()
+                    for f in ("tls.crt", "ca.crt")
+                    if f in data
+                },
+                "keys": sorted(data),
+            }
+    return held
+
+
+def _issued_by(leaf_pem: str, ca_pem: str) -> bool:
+    leaf = x509.load_pem_x509_certificate(leaf_pem.encode())
+    try:
+        leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem.encode()))
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def _ready_with(
+    k8s: K8sCluster, ns: str, name: str, ready: int, degraded: str, timeout: float = 120
+) -> dict[str, Any]:
+    """The cluster once Available with `ready` members and Degraded for `degraded`."""
+
+    def seen() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        ok = (
+            o.get("status", {}).get("readyMembers") == ready
+            and condition(o, "Available").get("status") == "True"
+            and condition(o, "Degraded").get("reason") == degraded
+        )
+        return o if ok else {}
+
+    return k8s.wait_for(
+        seen, timeout=timeout, interval=1, what=f"{name}: {ready} ready, {degraded}"
+    )
+
+
+def _delete_pod(k8s: K8sCluster, ns: str, pod: str) -> str:
+    """Deletes a member Pod; returns its uid, to tell it from the one made again."""
+    uid = str(get(k8s, ns, "pod", pod)["metadata"]["uid"])
+    k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false")
+    return uid
+
+
+def _back(k8s: K8sCluster, ns: str, pod: str, old_uid: str, timeout: float = 120) -> None:
+    """Waits for member Pod `pod` to be made again (another uid) and Ready."""
+
+    def ready() -> bool:
+        p = get(k8s, ns, "pods", "--field-selector", f"metadata.name={pod}")["items"]
+        return (
+            bool(p)
+            and p[0]["metadata"]["uid"] != old_uid
+            and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p[0].get("status", {}).get("conditions", [])
+            )
+        )
+
+    k8s.wait_for(ready, timeout=timeout, interval=1, what=f"{pod} made again and Ready")
+
+
+def _event_naming(
+    k8s: K8sCluster, ns: str, name: str, reason: str, words: str, timeout: float = 60
+) -> dict[str, Any]:
+    def seen() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in events(k8s, ns, reason)
+            if e["involvedObject"]["name"] == name and words in e.get("message", "")
+        ]
+
+    return k8s.wait_for(seen, timeout=timeout, interval=0.5, what=f"{reason} naming {words}")[0]
+
+
+def _user_tls_secrets(k8s: K8sCluster, ns: str, cluster: str) -> dict[str, str]:
+    """A person's TLS Secrets for `cluster`, labelled for it, issued with the role's own
+    profiles (so etcd's address checks pass); returns spec.tls.secrets."""
+    profiles = load_filter("etcd_manifests").cert_profiles(
+        {"name": cluster, "namespace": ns, "domain": "cluster.local"}
+    )
+    made = issue_material(
+        ca=None,
+        ca_common_name=f"{cluster} user CA",
+        ca_days=30,
+        cert_days=30,
+        profiles=profiles,
+        issue=None,
+    )
+    names = {}
+    for purpose in ("peer", "server", "client"):
+        names[purpose] = f"{cluster}-mine-{purpose}"
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {
+                "name": names[purpose],
+                "labels": {"etcd.runbook.io/tls-for": cluster},
+            },
+            "stringData": made.material[purpose],
+        }
+        apply(k8s, ns, secret)
+    return names
+
+
+def test_a_lost_tls_secret_never_breaks_a_running_cluster(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """Issue 23, item 4. A 3-member cluster under writes loses, one after the other, its peer
+    Secret (issued again from the same CA), its CA Secret (the certificate put back as it was,
+    the key said lost, no new CA) and then its server Secret (nothing can issue it: refused by
+    name, the member whose Pod went waits for it, the others run on); each time a member Pod
+    is deleted too. Beside it a 1-member cluster on a person's Secrets whose peer Secret loses
+    its label: its deleted Pod is not made again with it."""
+    k8s, ns, name, user = k8s_cluster, k8s_namespace, "tls", "tlsu"
+    ca, peer, server, client = (
+        f"{name}-ca",
+        f"{name}-peer-tls",
+        f"{name}-server-tls",
+        f"{name}-client-tls",
+    )
+    apply(k8s, ns, etcd_cluster(name))
+    mine = _user_tls_secrets(k8s, ns, user)
+    apply(k8s, ns, etcd_cluster(user, size=1, tls={"enabled": True, "secrets": mine}))
+    wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    wait_available(k8s, ns, user, 1, AVAILABLE_WITHIN)
+    first = _tls_held(k8s, ns, [ca, peer, server, client])
+    assert sorted(first) == sorted([ca, peer, server, client])
+    writer_pod = f"{name}-0"
+    for i in range(5):
+        assert etcdctl(k8s, ns, writer_pod, "put", f"before/{i}", str(i)).strip() == "OK"
+    stop, acked = threading.Event(), list[str]()
+    writer = threading.Thread(target=_writer, args=(k8s, ns, writer_pod, stop, acked), daemon=True)
+    writer.start()
+    started = time.monotonic()
+    try:
+        # 1. The peer Secret goes, the CA is at hand: issued again from that CA, nothing else.
+        k8s.kubectl("-n", ns, "delete", "secret", peer)
+        _back(k8s, ns, f"{name}-2", _delete_pod(k8s, ns, f"{name}-2"))
+        wait_available(k8s, ns, name, 3, 120)
+        now = _tls_held(k8s, ns, [ca, peer, server, client])
+        assert now[ca] == first[ca] and now[server] == first[server]
+        assert now[client] == first[client]
+        assert now[peer]["ca.crt"] == first[ca]["tls.crt"], "re-made under another CA"
+        assert _issued_by(now[peer]["tls.crt"], first[ca]["tls.crt"])
+        held = now
+
+        # 2. The CA Secret goes: its certificate comes back as it was, from what the members
+        # trust; its key is lost and said so; no certificate changes; the member whose Pod is
+        # deleted comes back on the material it had.
+        k8s.kubectl("-n", ns, "delete", "secret", ca)
+        gone = _delete_pod(k8s, ns, f"{name}-1")
+        k8s.wait_for(
+            lambda: ca in _tls_held(k8s, ns, [ca]), timeout=120, interval=1, what=f"{ca} back"
+        )
+        now = _tls_held(k8s, ns, [ca, peer, server, client])
+        assert now[ca]["tls.crt"] == first[ca]["tls.crt"], "a new CA replaced the cluster's"
+        assert now[ca]["keys"] == ["ca.crt", "tls.crt"], "the key was kept nowhere else"
+        assert {s: now[s] for s in (peer, server, client)} == {
+            s: held[s] for s in (peer, server, client)
+        }, "a certificate in use was replaced"
+        _back(k8s, ns, f"{name}-1", gone)
+        o = _ready_with(k8s, ns, name, 3, "TLSCAKeyLost")
+        message = condition(o, "Degraded")["message"]
+        assert ca in message and "tls.key" in message, message
+        _event_naming(k8s, ns, name, "TLSCAKeyLost", ca)
+        _event_naming(k8s, ns, name, "TLSSecretRestored", f"Secret {ca} was missing")
+        _event_naming(k8s, ns, name, "TLSSecretRestored", f"Secret {peer} was missing")
+
+        # 3. The server Secret goes too: nothing can issue it now. Refused by name, nothing
+        # made in its place, the Pod deleted is not made again without it, the others run on.
+        saved = get(k8s, ns, "secret", server)
+        k8s.kubectl("-n", ns, "delete", "secret", server)
+        gone = _delete_pod(k8s, ns, f"{name}-2")
+        _event_naming(k8s, ns, name, "TLSSecretLost", server)
+        o = _ready_with(k8s, ns, name, 2, "TLSSecretLost")
+        assert server in condition(o, "Degraded")["message"]
+        assert server not in _tls_held(k8s, ns, [server]), "a lost Secret was minted anew"
+        assert [p["metadata"]["name"] for p in pods(k8s, ns, name)] == [f"{name}-0", f"{name}-1"]
+        assert _tls_held(k8s, ns, [ca, peer, client]) == {s: now[s] for s in (ca, peer, client)}
+
+        # What the refusal says to do: put the Secret back from a copy; the member returns.
+        for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+            saved["metadata"].pop(field, None)
+        apply(k8s, ns, saved)
+        k8s.kubectl(
+            "-n",
+            ns,
+            "annotate",
+            "--overwrite",
+            "etcd",
+            name,
+            f"etcd.runbook.io/retry={time.time()}",
+        )
+        _back(k8s, ns, f"{name}-2", gone)
+        _ready_with(k8s, ns, name, 3, "TLSCAKeyLost")
+        assert _tls_held(k8s, ns, [ca, peer, server, client]) == now
+    finally:
+        stop.set()
+        writer.join(60)
+    print(f"three losses, each with a member Pod deleted: {time.monotonic() - started:.1f} s")
+    assert len(acked) > 10, f"the writer got through: {len(acked)} writes"
+    stored = set(etcdctl(k8s, ns, writer_pod, "get", "", "--prefix", "--keys-only").split())
+    assert {f"before/{i}" for i in range(5)} <= stored
+    missing = sorted(set(acked) - stored)
+    assert not missing, f"acknowledged writes lost: {missing[:5]}"
+
+    # 4. A person's Secret loses its label: the heal does not mount it, and says which field.
+    k8s.kubectl("-n", ns, "label", "secret", mine["peer"], "etcd.runbook.io/tls-for-")
+    k8s.kubectl("-n", ns, "delete", "pod", f"{user}-0", "--wait=false")
+    _event_naming(k8s, ns, user, "TLSSecretMissing", "spec.tls.secrets.peer")
+    time.sleep(3)
+    assert pods(k8s, ns, user) == [], "a Pod was made with a Secret not labelled for the cluster"

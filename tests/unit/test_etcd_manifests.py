@@ -290,3 +290,35 @@ def test_member_pods_wait_for_the_operator_on_a_lost_node_not_for_eviction():
         "node.kubernetes.io/unreachable",
     ]
     assert all("tolerationSeconds" not in t for t in lost)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: em.member_pod(p, "e-1", seed_claim(p)),
+        lambda p: em.member_pods(p, ["e-0"], [seed_claim(p)]),
+    ],
+    ids=["one", "many"],
+)
+def test_no_member_pod_is_built_with_a_secret_the_plan_found_unfit(make):
+    # Every path that makes a member Pod (bootstrap, heal, add, replace, roll) builds it here.
+    p = a_plan()
+    assert make(p)
+    unfit = {**p, "tls_unmountable": {"peer": "mine"}}
+    with pytest.raises(em.UnmountableSecret, match="would mount Secret mine"):
+        make(unfit)
+
+
+def test_the_ca_secret_is_put_back_from_a_certificate_the_members_trust():
+    p = a_plan()
+    material = {"server": {"tls.crt": "S", "tls.key": "SK", "ca.crt": "CA"}}
+    assert em.tls_restored_ca(p, material) == []
+    (secret,) = em.tls_restored_ca({**p, "tls_ca_from": "server"}, material)
+    assert secret["metadata"]["name"] == "e-ca" and secret["type"] == "Opaque"
+    assert secret["stringData"] == {"tls.crt": "CA", "ca.crt": "CA"}, "no key: it is lost"
+    assert secret["metadata"]["annotations"] == {em.ANN_RESTORED_FROM: "e-server-tls"}
+    assert (
+        secret["metadata"]["labels"]
+        == em.tls_secrets(p, {"ca": {}}, ["ca"])[0]["metadata"]["labels"]
+    )
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789abcdef"

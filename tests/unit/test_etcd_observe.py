@@ -101,8 +101,22 @@ def test_tls_files_need_the_ca_and_the_client_pair():
         "client_cert": "C",
         "client_key": "K",
     }
-    assert tls_files(secrets, "srv", "missing") == {}
     assert tls_files([_secret("srv", tls_crt="S"), secrets[1]], "srv", "cli") == {}
+    assert tls_files([secrets[1]], "srv", "cli") == {}
+
+
+def test_a_lost_secret_does_not_leave_the_runbook_blind():
+    # The role's certificates all chain to the cluster's CA: another Secret read stands in.
+    peer = {**_secret("peer", ca_crt="CA", tls_crt="P", tls_key="PK"), "type": "kubernetes.io/tls"}
+    server = {**_secret("srv", ca_crt="CA", tls_crt="S", tls_key="SK"), "type": "kubernetes.io/tls"}
+    ca = {**_secret("ca", ca_crt="CA", tls_crt="CA", tls_key="CAK"), "type": "Opaque"}
+
+    def chosen(secrets: list[dict]) -> dict[str, str]:
+        return {k: Path(v).read_text() for k, v in tls_files(secrets, "srv", "cli").items()}
+
+    assert chosen([ca, peer, server]) == {"ca_cert": "CA", "client_cert": "S", "client_key": "SK"}
+    assert chosen([ca, peer]) == {"ca_cert": "CA", "client_cert": "P", "client_key": "PK"}
+    assert chosen([ca]) == {}, "never the CA's own pair"
 
 
 def test_no_running_member_is_an_answer_not_a_failure():

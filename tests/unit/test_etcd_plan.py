@@ -7,11 +7,14 @@ the leader last, lost data, forks, one endpoint's word."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible.module_utils.etcd_tls import cert_pem, create_ca
+from cryptography.hazmat.primitives import serialization
 
 _PATH = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "etcd_plan.py"
 _SPEC = importlib.util.spec_from_file_location("etcd_plan", _PATH)
@@ -379,17 +382,30 @@ def test_heal_does_not_wait_behind_a_refused_version_change():
     assert p["roll"] == []
 
 
-def test_heal_does_not_wait_behind_missing_tls_secrets():
-    facts = healthy3(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}})
+USER_TLS = {"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}
+GOOD_TLS = {"found": True, "type": "kubernetes.io/tls", "keys": list(ep.TLS_KEYS)}
+
+
+@pytest.mark.parametrize(
+    "unseen, heal, fields",
+    [
+        # A Secret a member Pod mounts, gone or no longer labelled for the cluster: no Pod is
+        # made with it, on any path; the refusal names the field.
+        (["peer"], [], ["spec.tls.secrets.peer"]),
+        (["server", "client"], [], ["spec.tls.secrets.server", "spec.tls.secrets.client"]),
+        # The client Secret is the runbook's own, no Pod mounts it: the heal goes on.
+        (["client"], ["e-2"], ["spec.tls.secrets.client"]),
+        ([], ["e-2"], []),
+    ],
+)
+def test_no_pod_is_made_with_a_user_secret_not_labelled_for_the_cluster(unseen, heal, fields):
+    facts = healthy3(tls=USER_TLS)
     facts["pods"] = [pod(0), pod(1)]
-    facts["tls"] = {}
+    facts["tls"] = {p: {"found": False} if p in unseen else GOOD_TLS for p in ep.TLS_LEAVES}
     p = ep.plan(facts)
-    assert p["heal"] == ["e-2"]
-    assert {r["field"] for r in p["refusals"]} == {
-        "spec.tls.secrets.peer",
-        "spec.tls.secrets.server",
-        "spec.tls.secrets.client",
-    }
+    assert p["heal"] == heal
+    assert [r["field"] for r in p["refusals"]] == fields
+    assert sorted(p["tls_unmountable"]) == sorted(set(unseen) & {"peer", "server"})
 
 
 # --- restore from a snapshot ---------------------------------------------------------------
@@ -821,18 +837,34 @@ def test_tls_summary_and_material_from_the_secrets_read():
         "found": True,
         "type": "kubernetes.io/tls",
         "keys": ["ca.crt", "tls.crt", "tls.key"],
+        "certs": {"tls.crt": [], "ca.crt": []},
     }
-    assert seen["client"] == {"found": False, "type": "", "keys": []}
+    assert seen["client"] == {
+        "found": False,
+        "type": "",
+        "keys": [],
+        "certs": {"tls.crt": [], "ca.crt": []},
+    }
     material = ep.tls_material(secrets, cluster)
     assert material == {"peer": {"tls.crt": "C", "tls.key": "K", "ca.crt": "A"}}
 
 
-def test_own_tls_material_missing_is_planned_for_creation():
-    facts = healthy3()
-    facts["tls"] = {"ca": {"found": True}, "peer": {"found": True}}
-    assert ep.plan(facts)["tls_missing"] == ["server", "client"]
-    facts["object"]["spec"]["tls"] = {"enabled": False}
-    assert ep.plan(facts)["tls_missing"] == []
+def test_certificates_are_told_apart_by_the_fingerprint_of_their_der():
+    ca = create_ca("e CA", 1)
+    other = create_ca("another CA", 1)
+    bundle = cert_pem(ca.cert) + cert_pem(other.cert)
+    der = ca.cert.public_bytes(serialization.Encoding.DER)
+    assert ep.pem_fingerprints(cert_pem(ca.cert)) == [hashlib.sha256(der).hexdigest()]
+    assert len(ep.pem_fingerprints(bundle)) == 2
+    assert ep.pem_fingerprints("not a certificate") == []
+    secret = {
+        "metadata": {"name": "e-peer-tls"},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": b64(cert_pem(other.cert)), "ca.crt": b64(bundle), "tls.key": b64("K")},
+    }
+    seen = ep.tls_seen([secret], obj())["peer"]
+    assert seen["certs"]["ca.crt"] == ep.pem_fingerprints(bundle)
+    assert seen["certs"]["tls.crt"] == ep.pem_fingerprints(cert_pem(other.cert))
 
 
 @pytest.mark.parametrize(
@@ -853,6 +885,220 @@ def test_tls_secrets_must_look_like_tls_material_for_this_cluster(seen, reason, 
     )
     problems = ep.tls_problems({"peer": seen}, spec, "e")
     assert problems[0]["reason"] == reason and words in problems[0]["message"]
+
+
+# --- the role's own TLS material: put back, never replaced, once the cluster has run -------
+
+CA_FP, OTHER_FP = "c" * 64, "0" * 64
+ALL = ["peer", "server", "client"]
+OWN = {"ca": "e-ca", "peer": "e-peer-tls", "server": "e-server-tls", "client": "e-client-tls"}
+
+
+def own_tls(ca: str = "whole", **leaves: str | None) -> dict[str, Any]:
+    """tls_seen's summary of the role's Secrets. ca: `whole` (certificate and key), `cert`
+    (put back without its key), `other` (another CA, with its key) or `gone`; each leaf
+    (default: there, trusting the CA) gives the fingerprint its ca.crt holds, None when gone."""
+    seen: dict[str, Any] = {}
+    if ca != "gone":
+        fp = OTHER_FP if ca == "other" else CA_FP
+        keys = ["ca.crt", "tls.crt"] + ([] if ca == "cert" else ["tls.key"])
+        seen["ca"] = {
+            "found": True,
+            "type": "Opaque",
+            "keys": keys,
+            "certs": {"tls.crt": [fp], "ca.crt": [fp]},
+        }
+    else:
+        seen["ca"] = {"found": False}
+    for purpose in ep.TLS_LEAVES:
+        trusted = leaves.get(purpose, CA_FP)
+        seen[purpose] = (
+            {"found": False}
+            if trusted is None
+            else {**GOOD_TLS, "certs": {"tls.crt": ["l" * 64], "ca.crt": [trusted]}}
+        )
+    return seen
+
+
+def own_spec() -> dict[str, Any]:
+    return ep.normalize_spec(obj(), {})
+
+
+@pytest.mark.parametrize(
+    "seen, state, issue, new_ca, ca_from, write, reasons, unmountable",
+    [
+        # Nothing missing.
+        (own_tls(), "running", [], False, "", [], [], []),
+        # A cluster that never ran: a new CA and everything, or only what is missing.
+        (own_tls("gone", peer=None, server=None, client=None), "new",
+         ALL, True, "", ["ca", *ALL], [], []),
+        (own_tls(server=None, client=None), "new",
+         ["server", "client"], False, "", ["server", "client"], [], []),
+        (own_tls("gone"), "new", ALL, True, "", ["ca", *ALL], [], []),
+        # It has run, no member Pod and no Secret is left to hold its CA (re-created after a
+        # deletion, which takes the Secrets along): a new CA harms no member.
+        (own_tls("gone", peer=None, server=None, client=None), "stopped",
+         ALL, True, "", ["ca", *ALL], [], []),
+        # ... but with anything left, what is missing is put back or refused.
+        (own_tls("gone", peer=None, client=None), "stopped", [], False, "server", ["ca"],
+         ["TLSSecretLost", "TLSSecretLost", "TLSCAKeyLost"], ["peer"]),
+        (own_tls(peer=None), "stopped", ["peer"], False, "", ["peer"], [], []),
+        # It has run, the CA is at hand: a missing certificate is issued again from it.
+        (own_tls(peer=None), "running", ["peer"], False, "", ["peer"], [], []),
+        (own_tls(peer=None, server=None, client=None), "running",
+         ALL, False, "", ALL, [], []),
+        # The CA Secret gone: its certificate put back from what the members trust, the key
+        # said lost, never a new CA.
+        (own_tls("gone"), "running", [], False, "peer", ["ca"], ["TLSCAKeyLost"], []),
+        (own_tls("gone", peer=None), "running", [], False, "server", ["ca"],
+         ["TLSSecretLost", "TLSCAKeyLost"], ["peer"]),
+        (own_tls("cert"), "running", [], False, "", [], ["TLSCAKeyLost"], []),
+        (own_tls("cert", client=None), "running", [], False, "", [],
+         ["TLSSecretLost", "TLSCAKeyLost"], []),
+        # The certificates disagree on their CA: nothing to put back.
+        (own_tls("gone", server=OTHER_FP), "running", [], False, "", [], ["TLSCAKeyLost"], []),
+        # Everything gone while members run: refused by name, nothing made.
+        (own_tls("gone", peer=None, server=None, client=None), "running", [], False, "", [],
+         ["TLSSecretLost"] * 3 + ["TLSCAKeyLost"], ["peer", "server"]),
+        # A CA Secret of another CA than the members trust: nothing issued from it.
+        (own_tls("other"), "running", [], False, "", [], ["TLSCAMismatch"], []),
+        (own_tls("other", server=None), "running", [], False, "", [],
+         ["TLSSecretLost", "TLSCAMismatch"], ["server"]),
+    ],
+)  # fmt: skip
+def test_own_tls_material_is_put_back_never_replaced_once_the_cluster_ran(
+    seen, state, issue, new_ca, ca_from, write, reasons, unmountable
+):
+    t = ep.tls_plan(seen, own_spec(), "e", state)
+    assert (t["issue"], t["new_ca"], t["ca_from"], t["write"]) == (issue, new_ca, ca_from, write)
+    assert [r["reason"] for r in t["refusals"]] == reasons
+    assert sorted(t["unmountable"]) == unmountable
+    assert {r["field"] for r in t["refusals"]} <= {"spec.tls"}
+    # Every Secret written is announced, and only those.
+    announced = " ".join(e["message"] for e in t["announce"])
+    assert all(OWN[purpose] in announced or "Created" in announced for purpose in write)
+    assert bool(t["announce"]) == bool(write)
+
+
+def test_tls_refusals_name_the_secret_and_say_what_to_do():
+    t = ep.tls_plan(own_tls("gone", server=None), own_spec(), "e", "running")
+    lost, key = t["refusals"]
+    assert lost["message"].startswith("Secret e-server-tls is gone and cannot be issued again")
+    assert "Secret e-ca, tls.key" in lost["message"] and "from a backup" in lost["message"]
+    assert "not re-made until it is back" in lost["message"]
+    assert key["message"].startswith("Secret e-ca: the cluster's CA private key (tls.key)")
+    assert "put back from the ca.crt of Secret e-peer-tls" in key["message"]
+    assert "No new CA is made" in key["message"]
+    (event,) = t["announce"]
+    assert event["type"] == "Warning" and event["reason"] == "TLSSecretRestored"
+    assert "Secret e-ca was missing" in event["message"]
+    t = ep.tls_plan(own_tls(client=None), own_spec(), "e", "running")
+    assert (
+        "Secret e-client-tls was missing: issued again from the cluster's CA"
+        in (t["announce"][0]["message"])
+    )
+
+
+def test_tls_not_looked_at_or_off_decides_nothing():
+    assert ep.tls_plan(None, own_spec(), "e", "running")["refusals"] == []
+    off = ep.normalize_spec(obj(tls={"enabled": False}), {})
+    assert ep.tls_plan(own_tls("gone", peer=None), off, "e", "running")["write"] == []
+
+
+@pytest.mark.parametrize(
+    "facts, state",
+    [
+        (healthy3(), "running"),
+        ({"object": obj(status={})}, "new"),  # nothing yet
+        ({"object": obj()}, "stopped"),  # a cluster ID was recorded
+        ({"object": obj(status={}), "claims": [claim(0, joined=False)]}, "stopped"),
+        ({"object": obj(status={}), "pods": [pod(0)]}, "running"),
+        # A restore makes the first claim before any member or certificate exists.
+        ({"object": restoring(), "claims": [pending(0)]}, "new"),
+        ({"object": restoring(), "claims": [claim(0, joined=False)]}, "new"),
+        ({"object": restoring(), "claims": [claim(0)], "pods": [pod(0)]}, "running"),
+        # A member answers, without quorum.
+        ({"object": obj(status={}), "info": {"views": [view(0, [0, 1, 2])]}}, "running"),
+    ],
+)
+def test_how_far_the_tls_material_may_be_in_use(facts, state):
+    assert ep.run_state(ep._Observed(facts)) == state
+
+
+def test_the_ca_secret_deleted_from_a_running_cluster_comes_back_as_it_was():
+    facts = healthy3()
+    facts["pods"] = [pod(0), pod(1)]
+    facts["tls"] = own_tls("gone")
+    p = ep.plan(facts)
+    assert p["heal"] == ["e-2"], "healed with the certificates it had"
+    assert (p["tls_missing"], p["tls_issue"], p["tls_new_ca"]) == (["ca"], [], False)
+    assert p["tls_ca_from"] == "peer" and p["busy"]
+    assert [r["reason"] for r in p["refusals"]] == ["TLSCAKeyLost"]
+    report = ep.report(facts)
+    assert report["conditions"]["Degraded"]["reason"] == "TLSCAKeyLost"
+    assert report["conditions"]["Available"]["status"] == "True"
+    assert [e["reason"] for e in report["events"]] == ["TLSCAKeyLost"]
+
+
+def test_no_member_pod_is_made_while_a_secret_it_mounts_is_lost():
+    # Its certificate cannot be issued again: no heal, no Pod made again, no new member, no
+    # replacement, no roll; the Pods that run keep running.
+    facts = healthy3(size=5)
+    facts["pods"] = [pod(0), pod(1, hash_="older"), pod(2, phase="Failed")]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    facts["tls"] = own_tls("cert", peer=None)
+    p = ep.plan(facts)
+    assert actions(p) == {}
+    assert p["tls_unmountable"] == {"peer": "e-peer-tls"}
+    assert p["refusals"][0]["reason"] == "TLSSecretLost"
+    # With the CA at hand the same loss is issued again first, and nothing waits.
+    facts["tls"] = own_tls(peer=None)
+    p = ep.plan(facts)
+    assert p["tls_issue"] == ["peer"] and p["tls_unmountable"] == {}
+    assert p["heal"] == ["e-2"] and p["ended"] == ["e-2"]
+    # Nor a roll, or a replacement of a member whose data is gone.
+    facts = healthy3()
+    facts["pods"] = [pod(0), pod(1), pod(2, hash_="older")]
+    facts["tls"] = own_tls("cert", server=None)
+    assert ep.plan(facts)["roll"] == []
+    facts["tls"] = own_tls("cert")
+    assert ep.plan(facts)["roll"] == ["e-2"]
+    facts = healthy3()
+    facts["pods"] = [pod(0), pod(1), pod(2, phase="Failed", message=ep.DATA_LOST_SIGNS[0])]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    facts["tls"] = own_tls("cert")
+    assert [r["name"] for r in ep.plan(facts)["replace"]] == ["e-2"]
+    facts["tls"] = own_tls("cert", peer=None)
+    assert ep.plan(facts)["replace"] == []
+
+
+def test_a_new_cluster_starts_on_a_new_ca():
+    facts = {"object": obj(status={}), "tls": own_tls("gone", peer=None, server=None, client=None)}
+    p = ep.plan(facts)
+    assert p["bootstrap"] == ["e-0", "e-1", "e-2"]
+    assert p["tls_new_ca"] and p["tls_missing"] == ["ca", "peer", "server", "client"]
+    assert p["refusals"] == []
+
+
+def test_the_runbook_connects_with_what_the_secrets_still_hold():
+    def secret(name: str, type_: str = "kubernetes.io/tls", **data: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "type": type_,
+            "data": {k.replace("_", "."): b64(v) for k, v in data.items()},
+        }
+
+    ca = secret("e-ca", "Opaque", tls_crt="CA", tls_key="CAK", ca_crt="CA")
+    peer = secret("e-peer-tls", tls_crt="P", tls_key="PK", ca_crt="CA")
+    server = secret("e-server-tls", tls_crt="S", tls_key="SK", ca_crt="CA")
+    client = secret("e-client-tls", tls_crt="C", tls_key="CK", ca_crt="CA")
+    whole = {"ca": "CA", "cert": "C", "key": "CK"}
+    assert ep.tls_client([ca, peer, server, client], obj()) == whole
+    assert ep.tls_client([ca, peer, client], obj()) == whole
+    # The client pair gone: the server's stands in, else the peer's; never the CA's own.
+    assert ep.tls_client([ca, peer, server], obj()) == {"ca": "CA", "cert": "S", "key": "SK"}
+    assert ep.tls_client([ca, peer], obj()) == {"ca": "CA", "cert": "P", "key": "PK"}
+    assert ep.tls_client([ca], obj()) == {}
 
 
 # --- rolling -------------------------------------------------------------------------------

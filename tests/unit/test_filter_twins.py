@@ -5,8 +5,10 @@ saying the same."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
-from ansible.module_utils.etcd_observe import unschedulable
+from ansible.module_utils.etcd_observe import client_material, unschedulable
 
 from tests.filters import load_filter
 
@@ -113,3 +115,46 @@ def test_the_backup_role_grants_the_tls_secrets_the_cluster_plan_names(tls):
     cluster = {"metadata": {"name": "e"}, "spec": {} if tls is None else {"tls": tls}}
     names = cluster_plan.normalize_spec(cluster, {})["secrets"]
     assert backup_jobs.tls_secret_names(cluster) == sorted({names["server"], names["client"]})
+
+
+def _tls_secret(name: str, type_: str, *fields: str) -> dict:
+    data = {f: base64.b64encode(f"{name}:{f}".encode()).decode() for f in fields}
+    return {"metadata": {"name": name}, "type": type_, "data": data}
+
+
+_ALL = ("tls.crt", "tls.key", "ca.crt")
+
+
+@pytest.mark.parametrize(
+    "secrets",
+    [
+        [],
+        [_tls_secret("e-ca", "Opaque", *_ALL)],
+        [
+            _tls_secret(f"e-{p}-tls", "kubernetes.io/tls", *_ALL)
+            for p in ("peer", "server", "client")
+        ],
+        [
+            _tls_secret("e-ca", "Opaque", *_ALL),
+            _tls_secret("e-peer-tls", "kubernetes.io/tls", *_ALL),
+        ],
+        [_tls_secret("e-server-tls", "kubernetes.io/tls", "tls.crt", "tls.key")],
+        [
+            _tls_secret("e-server-tls", "kubernetes.io/tls", "tls.crt", "tls.key"),
+            _tls_secret("e-client-tls", "Opaque", *_ALL),
+        ],
+        [_tls_secret("e-peer-tls", "kubernetes.io/tls", "tls.crt", "ca.crt")],
+    ],
+)
+def test_the_look_and_the_role_connect_to_etcd_with_the_same_material(secrets):
+    # The look asks etcd with what client_material picks; the role's modules with tls_client.
+    obj = {"metadata": {"name": "e", "namespace": "ns"}, "spec": {}}
+    picked = client_material(secrets, "e-server-tls", "e-client-tls")
+    decoded = (
+        dict(
+            zip(("ca", "cert", "key"), (base64.b64decode(v).decode() for v in picked), strict=True)
+        )
+        if picked
+        else {}
+    )
+    assert cluster_plan.tls_client(secrets, obj) == decoded

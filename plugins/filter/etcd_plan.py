@@ -1028,17 +1028,16 @@ def _not_the_upgrade_backup(backup: dict[str, Any], cluster: str, minor: str) ->
 
 
 def _upgrade_gate(
-    o: _Observed, roll: list[str], running: dict[str, str], snapshot: dict[str, Any]
+    o: _Observed, running: dict[str, str], snapshot: dict[str, Any]
 ) -> dict[str, Any]:
-    """Whether a roll may start: a roll that takes a member to a newer minor waits for a
-    verified snapshot (to the cluster's EtcdBackup's destination), unless a person wrote down
-    that this version goes without one. Returns `create` (the one-off EtcdBackup to make),
-    `waiting` (why the roll waits) or `refusal`; empty when the roll may go."""
+    """Whether members may move to the spec's version: one that takes a member to a newer
+    minor waits for a verified snapshot (to the cluster's EtcdBackup's destination), unless a
+    person wrote down that this version goes without one. Returns `create` (the one-off
+    EtcdBackup to make), `waiting` (why the upgrade waits) or `refusal`; empty when the
+    members may move (a patch change, or no change of version, needs no snapshot)."""
     target = o.spec["version"]
     minor = _minor_of(target)
-    if not any(
-        version_tuple(running[n])[:2] < version_tuple(target)[:2] for n in roll if n in running
-    ):
+    if not any(version_tuple(v)[:2] < version_tuple(target)[:2] for v in running.values()):
         return {}
     if annotations_of(o.obj).get(ANN_UPGRADE_WITHOUT_SNAPSHOT) == target:
         return {}
@@ -1123,11 +1122,18 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     if version_refusal:
         refusals.append(version_refusal)
     spec_ok = not spec["problems"]
+    # A minor upgrade starts from a verified snapshot, or not at all. Until its gate opens,
+    # every Pod the plan makes (a heal, a learner, a replacement, a roll of another change)
+    # runs the version its member ran, and a new member the lowest one running: a Pod made
+    # on the new minor would be the upgrade starting without its way back.
+    snapshot = upgrade_snapshot(o)
+    gate = _upgrade_gate(o, running, snapshot) if spec_ok and not version_refusal else {}
+    lowest = min(running.values(), key=version_tuple, default=base_version)
 
     def version_of(member: str) -> str:
-        return (
-            running.get(member, base_version) if version_refusal or not spec_ok else spec["version"]
-        )
+        if version_refusal or not spec_ok:
+            return running.get(member, base_version)
+        return running.get(member, lowest) if gate else spec["version"]
 
     # Heal first: a live claim without a Pod gets its Pod back; never a member whose guard
     # tripped (its Pod stays to say why) nor a fenced or removed one (their claims are not live).
@@ -1307,13 +1313,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
                 )
             else:
                 roll = roll_order(differs, o.leader)
-    # A minor upgrade starts from a verified snapshot, or not at all.
-    snapshot = upgrade_snapshot(o)
-    gate = _upgrade_gate(o, roll, running, snapshot) if roll else {}
+    # After the membership decisions: an upgrade waiting for its snapshot holds the version,
+    # not the members (a learner still joins, on the version the others run).
     if gate.get("refusal"):
         refusals.append(gate["refusal"])
-    if gate:
-        roll = []
     # Leadership goes first to a member already rolled, else to another healthy voter.
     others = [m["name"] for m in o.voters if m.get("healthy") and m["name"] != o.leader]
     transferee = next((n for n in roll if n != o.leader), others[0] if others else "")
@@ -1365,7 +1368,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "lost_data": lost_data,
         "unschedulable": dict(sorted(stuck.items())),
         "node_lost": node_lost,
-        "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
+        # Made only on the word of a quorum that agrees: the Job takes it from a healthy member.
+        "upgrade_backup": [gate["create"]]
+        if gate.get("create") and o.trusted and not o.hands_off
+        else [],
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
         "upgrade_snapshot": snapshot,
         "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
@@ -1488,6 +1494,7 @@ def report(
     rolled = (
         o.known
         and not p["roll"]
+        and not p["upgrade_waiting"]
         and all(
             labels_of(pod).get(LABEL_VERSION) == p["versions"].get(n)
             for n, pod in o.pods.items()

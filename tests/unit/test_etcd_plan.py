@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.filters import load_filter
+
 _PATH = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "etcd_plan.py"
 _SPEC = importlib.util.spec_from_file_location("etcd_plan", _PATH)
 assert _SPEC and _SPEC.loader
@@ -1050,6 +1052,125 @@ def test_an_unlabelled_backup_of_that_name_being_deleted_is_not_in_the_way():
 def test_a_waiver_for_this_version_rolls_without_a_snapshot():
     p = ep.plan(minor_upgrade(annotation="3.6.16"))
     assert p["roll"] and not p["upgrade_backup"] and not p["upgrade_waiting"]
+
+
+# Each state of the gate a minor upgrade passes (3.5.35 -> 3.6.16): the EtcdBackups of the
+# namespace, the waiver annotation, and the version a Pod made meanwhile must run.
+GATE_STATES = {
+    "no destination": ([], "", "3.5.35"),
+    "another cluster's backup": ([etcd_backup("other", cluster="x")], "", "3.5.35"),
+    "snapshot asked for": ([etcd_backup("nightly")], "", "3.5.35"),
+    "snapshot running": (
+        [etcd_backup("nightly"), etcd_backup("e-before-3-6", before="3.6", phase="Running")],
+        "",
+        "3.5.35",
+    ),
+    "snapshot failed": (
+        [etcd_backup("e-before-3-6", before="3.6", phase="Failed")],
+        "",
+        "3.5.35",
+    ),
+    "name taken": ([etcd_backup("nightly"), etcd_backup("e-before-3-6")], "", "3.5.35"),
+    "waived for another version": ([], "3.6.15", "3.5.35"),
+    "snapshot verified": (
+        [etcd_backup("e-before-3-6", before="3.6", phase="Succeeded", snapshot=True)],
+        "",
+        "3.6.16",
+    ),
+    "waived": ([], "3.6.16", "3.6.16"),
+}
+manifests = load_filter("etcd_manifests")
+
+
+def _made_on(p: dict[str, Any], name: str, claim_: dict[str, Any]) -> str:
+    """The version the Pod the runbook makes for `name` runs, by its image."""
+    pod_ = manifests.member_pod(p, name, claim_)
+    image = pod_["spec"]["containers"][0]["image"]
+    assert pod_["metadata"]["annotations"][ep.ANN_POD_HASH] == ep.pod_hash(
+        p["spec"], p["versions"][name]
+    )
+    return image.rsplit(":v", 1)[1]
+
+
+@pytest.mark.parametrize("state", GATE_STATES)
+def test_a_pod_made_while_a_minor_upgrade_may_not_start_keeps_the_version(state):
+    """Heals, learners and replacements while the upgrade waits for its snapshot (or is
+    refused) run the version their member ran (a new member: the lowest running); once the
+    snapshot is verified or waived, the new one."""
+    backups, waiver, expected = GATE_STATES[state]
+
+    # A member Pod deleted: back on its claim.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    del facts["pods"][2]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["heal"] == ["e-2"], state
+    assert _made_on(p, "e-2", facts["claims"][2]) == expected, state
+
+    # A learner for a larger size: added (an upgrade waiting holds the version, not the
+    # members), on the lowest version running.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    facts["object"]["spec"]["size"] = 4
+    p = ep.plan(facts)
+    assert p["add"] == ["e-3"], (state, p["refusals"])
+    new_claim = manifests.member_claim(p, "e-3", "", "existing")
+    assert new_claim["metadata"]["annotations"][ep.ANN_VERSION] == expected, state
+    assert _made_on(p, "e-3", new_claim) == expected, state
+
+    # A member lost with its node: replaced (removed first)...
+    facts = minor_upgrade(*backups, annotation=waiver)
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    _on_nodes(facts, {"node0": _node(), "node1": _node(), "node2": _node(found=False)})
+    assert [r["name"] for r in ep.plan(facts)["replace"]] == ["e-2"], state
+    # ...then a fresh member joins on a new claim, on the version the others run.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    del facts["pods"][2], facts["claims"][2]
+    facts["info"] = info([member(0), member(1)])
+    p = ep.plan(facts)
+    assert p["add"] == ["e-2"], state
+    fresh = manifests.member_claim(p, "e-2", "", "existing")
+    assert _made_on(p, "e-2", fresh) == expected, state
+
+
+def test_a_member_keeps_the_newer_version_it_already_runs_while_the_upgrade_waits():
+    facts = minor_upgrade()
+    facts["claims"][1] = claim(1, version="3.6.16")
+    facts["pods"][1] = pod(1, version="3.6.16")
+    del facts["pods"][2]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert [r["reason"] for r in p["refusals"]] == ["UpgradeNeedsSnapshot"]
+    assert p["versions"]["e-1"] == "3.6.16" and p["versions"]["e-2"] == "3.5.35"
+    assert p["versions"]["e-5"] == "3.5.35", "a new member: the lowest version running"
+
+
+def test_a_patch_change_needs_no_snapshot_and_heals_on_the_new_patch():
+    facts = healthy3()
+    facts["claims"] = [claim(i, version="3.6.15") for i in range(3)]
+    facts["pods"] = [pod(i, version="3.6.15") for i in range(2)]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert [r["reason"] for r in p["refusals"]] == ["RollBlocked"], "no snapshot asked for"
+    assert not p["upgrade_waiting"] and not p["upgrade_backup"]
+    assert p["heal"] == ["e-2"] and p["versions"]["e-2"] == "3.6.16"
+
+
+def test_another_change_rolls_on_the_old_version_while_the_upgrade_waits():
+    facts = minor_upgrade(etcd_backup("nightly"))
+    facts["object"]["spec"]["pod"] = {"resources": {"limits": {"memory": "1Gi"}}}
+    p = ep.plan(facts)
+    assert p["upgrade_waiting"] and p["roll"][:1] == ["e-1"]
+    assert p["versions"]["e-1"] == "3.5.35"
+    assert p["pod_hashes"]["e-1"] == ep.pod_hash(p["spec"], "3.5.35")
+
+
+def test_a_waiting_upgrade_reports_upgrading_a_refused_one_degraded():
+    waiting = ep.report(minor_upgrade(etcd_backup("nightly")))
+    assert waiting["phase"] == "Upgrading"
+    assert waiting["conditions"]["Progressing"]["reason"] == "SnapshotBeforeUpgrade"
+    refused = ep.report(minor_upgrade())
+    assert refused["phase"] == "Degraded"
+    assert refused["conditions"]["Degraded"]["reason"] == "UpgradeNeedsSnapshot"
 
 
 @pytest.mark.parametrize("cluster", ["e", "a" * 44, "b" * 50])

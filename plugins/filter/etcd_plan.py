@@ -1208,7 +1208,8 @@ def _roll_halted_refusal(name: str, trouble: dict[str, Any], others: list[str]) 
         f"The roll halted at {name}: its new Pod cannot run: {trouble['why']}. Changed: "
         f"{named}. No other member is restarted"
         + (f" ({', '.join(others)} keep running as they are)" if others else "")
-        + f"; set {named} back (or fix it) and {name} is made again from it, on its own data",
+        + f"; set {named} back, or to what etcd runs with, and {name} is made again from it, "
+        "on its own data",
     )
 
 

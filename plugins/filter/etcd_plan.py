@@ -1166,13 +1166,12 @@ def _rolled(o: _Observed, renewed: list[str], before: dict[str, Any]) -> dict[st
     out: dict[str, Any] = {"halted": {}, "settling": {}, "settled": [], "marks": []}
     for name in renewed:
         pod = o.pods[name]
-        why_not_placed = unschedulable(pod)
+        no_node = unschedulable(pod)
         trouble = (
-            {"cause": "schedule", "reason": "Unschedulable", "why": f"no node takes it "
-             f"({why_not_placed})"}
-            if why_not_placed
+            {"cause": "schedule", "reason": "Unschedulable", "why": f"no node takes it ({no_node})"}
+            if no_node
             else container_trouble(pod)
-        )  # fmt: skip
+        )
         run = healthy_run(pod)
         healthy = bool(run) and member_healthy(o.info, name)
         marked = annotations_of(pod)

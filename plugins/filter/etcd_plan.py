@@ -1153,23 +1153,32 @@ def _record(o: _Observed, fenced: set[str]) -> list[dict[str, str]]:
 # --- a roll, one member at a time ---------------------------------------------------------
 
 
-def _rolled(o: _Observed, renewed: list[str], before: dict[str, Any]) -> dict[str, Any]:
-    """How the members already on their new Pod fare while a roll is not over (`before`: a
-    Pod from the spec before, to tell what changed). `halted`: those that cannot run, by
-    name ({cause, reason, why, fields}); `settling`: those not yet healthy for
-    spec.minReadySeconds (seconds so far; None while not healthy at all); `settled`; `marks`:
-    the Pods to mark healthy since this look. Healthy: the Pod Ready, its container never
-    restarted since (or settled again after), etcd counting the member healthy. The time is
-    the runbook's own, written on the Pod the first time a look sees that run of it healthy,
-    so a run that ends, or an operator that restarts, takes it up where it was."""
+def _created(pod: dict[str, Any]) -> str:
+    return str(_meta(pod).get("creationTimestamp") or "")
+
+
+def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the members on a Pod of the spec fare while other members are still on Pods of an
+    earlier one (`before`). `halted`: those the roll made that cannot run, by name ({cause,
+    reason, why, fields}); `failing`: those it did not make that cannot run (a roll set back
+    finds the others on the spec again, made long before: their troubles are their own);
+    `settling`: those not yet healthy for spec.minReadySeconds (seconds so far; None while
+    not healthy at all); `settled`; `marks`: the Pods to mark healthy since this look.
+    Healthy: the Pod Ready, its container not restarted since (or settled again after), etcd
+    counting the member healthy. The time is the runbook's own, written on the Pod the first
+    time a look sees that run of it healthy, so a run that ends, or an operator that
+    restarts, takes it up where it was. The roll made a Pod if it is newer than a Pod from
+    before (the API server's times, compared with each other only)."""
     needed = o.spec["min_ready_seconds"]
-    out: dict[str, Any] = {"halted": {}, "settling": {}, "settled": [], "marks": []}
+    oldest = min((_created(p) for p in before), default="")
+    out: dict[str, Any] = {"halted": {}, "failing": {}, "settling": {}, "settled": [], "marks": []}
     for name in renewed:
         pod = o.pods[name]
+        made = _created(pod) > oldest
         no_node = unschedulable(pod)
         trouble = (
             {"cause": "schedule", "reason": "Unschedulable", "why": f"no node takes it ({no_node})"}
-            if no_node
+            if no_node and made
             else container_trouble(pod)
         )
         run = healthy_run(pod)
@@ -1181,13 +1190,15 @@ def _rolled(o: _Observed, renewed: list[str], before: dict[str, Any]) -> dict[st
             else None
         )
         settled = healthy and (needed == 0 or (since is not None and since >= needed))
-        if not trouble and not settled:
+        if not trouble and not settled and made:
             trouble = restart_trouble(pod)
-        if trouble:
+        if trouble and made:
             out["halted"][name] = {
                 **trouble,
-                "fields": trouble_fields(trouble, changed_fields(pod, before)),
+                "fields": trouble_fields(trouble, changed_fields(pod, before[0])),
             }
+        elif trouble:
+            out["failing"][name] = trouble
         elif settled:
             out["settled"].append(name)
         elif healthy and (since is None or since < 0) and o.observed_at:
@@ -1462,9 +1473,9 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # While a roll is not over, the members on their new Pod are watched: one that cannot run
     # halts it, one not yet healthy for spec.minReadySeconds holds it.
     rolled = (
-        _rolled(o, renewed, o.pods[outdated[0]])
+        _rolled(o, renewed, [o.pods[n] for n in outdated])
         if outdated and spec_ok
-        else {"halted": {}, "settling": {}, "settled": [], "marks": []}
+        else {"halted": {}, "failing": {}, "settling": {}, "settled": [], "marks": []}
     )
     halted: dict[str, dict[str, Any]] = rolled["halted"]
     # Pods that ended, and outdated Pods that cannot run (a roll to a Pod that cannot run,
@@ -1508,7 +1519,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         for n in renewed
         if not outdated and _phase(o.pods[n]) not in ("Failed", "Succeeded")
         if (trouble := container_trouble(o.pods[n]))
-    }
+    } | rolled["failing"]
     refusals.extend(_cannot_run_refusal(n, trouble) for n, trouble in sorted(failing.items()))
     heal = sorted(
         n

@@ -25,6 +25,7 @@ _SPEC.loader.exec_module(ep)
 CID = "c1d"
 # When the kubelet says a member Pod's container started and turned Ready.
 STARTED = "2026-11-25T09:00:00Z"
+CREATED = "2026-11-25T08:59:58Z"
 READY = "2026-11-25T09:00:02Z"
 DOMAIN = "e.ns.svc.cluster.local"
 
@@ -79,6 +80,7 @@ def pod(
         "name": f"e-{n}",
         "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VERSION: version, ep.LABEL_VOTER: voter},
         "annotations": {ep.ANN_POD_HASH: hash_ or ep.pod_hash(spec, version)},
+        "creationTimestamp": CREATED,
     }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
@@ -1256,6 +1258,7 @@ def made_from(spec: dict[str, Any], n: int, version: str = "3.6.16") -> dict[str
     made = manifests.member_pod(p, f"e-{n}", facts["claims"][n])
     running = pod(n, version=version)
     made["status"] = running["status"]
+    made["metadata"]["creationTimestamp"] = CREATED
     return made
 
 
@@ -1266,6 +1269,7 @@ def on_new_pod(
     ROLL_NOW (None: not marked), with `status` merged into its etcd container's status."""
     facts["observed_at"] = ROLL_NOW
     made = made_from(facts["object"]["spec"], n)
+    made["metadata"]["creationTimestamp"] = "2026-11-25T09:58:00Z"  # by the roll
     container = made["status"]["containerStatuses"][0]
     container.update(status)
     if "running" not in container["state"]:
@@ -1470,6 +1474,35 @@ def test_a_rolled_member_that_cannot_run_halts_the_roll_naming_the_field(
     assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"], reason
     assert [r["reason"] for r in p["refusals"]] == (["MemberUnschedulable"] if scheduler else [])
     assert p["pod_hashes"]["e-1"] == facts["pods"][0]["metadata"]["annotations"][ep.ANN_POD_HASH]
+
+
+def test_setting_the_spec_back_is_not_held_by_the_other_members_own_past():
+    """Set back, the members the roll never touched are on the spec again, made long before
+    the halted member's Pod: a restart of theirs last week, or one crash-looping now, is
+    theirs, not the roll's, and the halted member is made again all the same."""
+    broken = {"pod": {"resources": {"limits": {"memory": "16Mi"}}}}
+    facts = healthy3()
+    facts["pods"] = [made_from({}, i) for i in range(3)]
+    facts["pods"][0]["status"]["containerStatuses"][0]["restartCount"] = 3
+    facts["pods"][0]["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {"reason": "Error", "exitCode": 1}
+    }
+    facts["pods"][1] = on_new_pod(
+        healthy3(**broken), 1, state={"waiting": {"reason": "CrashLoopBackOff"}}, restartCount=2
+    )
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    assert p["halted"] == {} and p["refusals"] == []
+    assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"]
+    # e-2 crash-looping now, for reasons of its own: said, and e-1 still comes back.
+    facts["pods"][2]["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "CrashLoopBackOff"}
+    }
+    facts["pods"][2]["status"]["conditions"][0]["status"] = "False"
+    facts["info"] = info([member(0), member(1, healthy=False), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["halted"] == {} and p["ended"] == ["e-1"]
+    assert [r["reason"] for r in p["refusals"]] == ["MemberCannotRun"]
 
 
 def test_a_restart_settled_again_no_longer_halts():

@@ -18,7 +18,7 @@ description:
     twice a second, and looks at everything again once they answer, until etcd reports each
     of them healthy. Fails with every fact of the last look when O(wait_for.timeout) passes
     or O(wait_for.stop_file) appears, or at once when the scheduler finds no node for the Pod
-    of one still awaited.
+    of one still awaited (or, with O(wait_for.stop_when_failing), the kubelet cannot run it).
   - With O(wait_for.pods_gone), first reads only the member Pods, four times a second, until
     none of the Pods it names is being deleted; then looks as usual. When some are still there
     once O(wait_for.timeout) has passed or O(wait_for.stop_file) appeared, it fails with every
@@ -132,6 +132,14 @@ options:
         description: Seconds to keep looking.
         type: float
         required: true
+      stop_when_failing:
+        description:
+          - Also end the wait at once, failing with every fact of the look and RV(reason)
+            C(CannotRun), when the kubelet cannot run the etcd container of an awaited member
+            (its image cannot be pulled, the container cannot be made, it ended in failure) or
+            it has restarted since its Pod was made.
+        type: bool
+        default: false
       stop_file:
         description:
           - A file whose existence ends the wait early, with the facts of the last look and
@@ -234,7 +242,7 @@ info_error:
   type: str
 reason:
   description: A short word for the failure (for example V(Forbidden), V(Timeout),
-    V(Unschedulable), V(Stopped)).
+    V(Unschedulable), V(CannotRun), V(Stopped)).
   returned: failed
   type: str
 """
@@ -279,6 +287,7 @@ def argument_spec() -> dict[str, Any]:
                 "members": {"type": "list", "elements": "str", "default": []},
                 "pods_gone": {"type": "list", "elements": "str", "default": []},
                 "timeout": {"type": "float", "required": True},
+                "stop_when_failing": {"type": "bool", "default": False},
                 "stop_file": {"type": "path"},
             },
         },

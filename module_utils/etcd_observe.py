@@ -45,6 +45,15 @@ PROBE_TIMEOUT = 1.0
 # Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
 # Pods costs the API server little.
 GONE_INTERVAL = 0.25
+# What the kubelet says of a container that cannot start: its image cannot be had, or the
+# container cannot be made or keeps failing (plugins/filter/etcd_plan.py keeps the same).
+IMAGE_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+START_FAILURES = (
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
 
 
 def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,6 +103,29 @@ def unschedulable(pods: list[dict[str, Any]], member: str) -> str:
                 "Unschedulable",
             ):
                 return str(c.get("message") or "no node fits it").strip()
+    return ""
+
+
+def cannot_run(pods: list[dict[str, Any]], member: str) -> str:
+    """Why the kubelet cannot run `member`'s etcd container (its image cannot be pulled, the
+    container cannot be made, or it ended in failure), or that it restarted since its Pod was
+    made; '' while it runs or is being started. The plan says the same of it, with its cause
+    (etcd_plan's container_trouble and restart_trouble: tests/unit/test_filter_twins.py)."""
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("name") != member:
+            continue
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status.get("name") != "etcd":
+                continue
+            state = status.get("state") or {}
+            reason = str((state.get("waiting") or {}).get("reason") or "")
+            if reason in IMAGE_FAILURES + START_FAILURES:
+                return f"its container waits: {reason}"
+            ended = state.get("terminated") or {}
+            if ended and ended.get("exitCode", 0) != 0:
+                return f"its container ended: {ended.get('reason') or 'Error'}"
+            if status.get("restartCount"):
+                return f"its container restarted {status['restartCount']} time(s)"
     return ""
 
 
@@ -423,15 +455,16 @@ def probe_until_answering(
     deadline: float,
     sleep: Callable[[float], None] = time.sleep,
     stopped: Callable[[], bool] = never,
+    failing: bool = False,
 ) -> None:
     """Reads only the member Pods and asks only `members` for their own status, every
-    PROBE_INTERVAL, until they answer, the scheduler finds no node for one of them, `deadline`
-    (monotonic) passes or the run is asked to stop: the caller then looks at everything
-    again."""
+    PROBE_INTERVAL, until they answer, the scheduler finds no node for one of them (or, with
+    `failing`, the kubelet cannot run one: cannot_run), `deadline` (monotonic) passes or the
+    run is asked to stop: the caller then looks at everything again."""
     while time.monotonic() < deadline and not stopped():
         sleep(PROBE_INTERVAL)
         seen = pods()
-        if any(unschedulable(seen, m) for m in members):
+        if any(unschedulable(seen, m) or (failing and cannot_run(seen, m)) for m in members):
             return
         where = reach_pods(seen)
         if probe(where["endpoints"], where["addresses"]):
@@ -518,6 +551,11 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 result["wait_error"] = f"member {member}'s Pod cannot be scheduled: {why}"
                 result["wait_reason"] = "Unschedulable"
                 return result
+            if wait.get("stop_when_failing") and (why := cannot_run(facts["pods"], member)):
+                # A roll's new Pod that cannot run: the roll halts now, not after the timeout.
+                result["wait_error"] = f"member {member}'s Pod cannot run: {why}"
+                result["wait_reason"] = "CannotRun"
+                return result
         if time.monotonic() >= deadline:
             # The facts go back with the failure: the role still reports from them and
             # closes the port-forwards this look opened.
@@ -544,4 +582,5 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             waiting,
             deadline,
             stopped=stopped,
+            failing=bool(wait.get("stop_when_failing")),
         )

@@ -28,6 +28,8 @@ ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
 ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
 # On a CA Secret put back from what the members trust: the Secret its certificate came from.
 ANN_RESTORED_FROM = f"{GROUP}/restored-from"
+ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
+ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -554,6 +556,24 @@ def pod_voter_labels(p: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def pod_settle_marks(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches marking member Pods of a roll not over healthy since the run's look (the
+    plan's `settle_marks`): the roll takes the next member down only once each has stayed so
+    for spec.minReadySeconds."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": m["name"],
+                "namespace": p["namespace"],
+                "annotations": {ANN_HEALTHY_SINCE: m["since"], ANN_HEALTHY_RUN: m["run"]},
+            },
+        }
+        for m in p["settle_marks"]
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -562,6 +582,7 @@ class FilterModule:
             "etcd_member_pods": member_pods,
             "etcd_claim_records": claim_records,
             "etcd_pod_voter_labels": pod_voter_labels,
+            "etcd_pod_settle_marks": pod_settle_marks,
             "etcd_services": services,
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,

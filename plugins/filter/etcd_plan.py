@@ -55,6 +55,11 @@ ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
 LABEL_BEFORE_UPGRADE = f"{GROUP}/before-upgrade"
 # A member Pod carries what it was made from.
 ANN_POD_HASH = f"{GROUP}/pod-hash"
+# On a member Pod made by a roll that is not over: when the runbook first saw it healthy (its
+# own clock, the look's time) and which run of its container that was (the kubelet's
+# startedAt of the container and lastTransitionTime of Ready, compared, never subtracted).
+ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
+ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
 # Set on a claim by the scheduler when a volume binds on first use (WaitForFirstConsumer).
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 LABEL_CLUSTER = f"{GROUP}/cluster"
@@ -74,6 +79,21 @@ DEFAULT_NODE_LOSS_TIMEOUT = 300
 # (watches.yaml nodeSilence runs the cluster then).
 NODE_SILENCE = 15
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# How long a member restarted by a roll must stay healthy (its Pod Ready, its container never
+# restarted, etcd counting it healthy) before the roll takes the next member down
+# (spec.minReadySeconds): the readiness probe needs 10 s to see a hung member, and a member
+# etcd cannot run in was seen killed for memory 11 s after it first answered.
+DEFAULT_MIN_READY_SECONDS = 30
+MAX_MIN_READY_SECONDS = 3600
+# What the kubelet says of a container that cannot start: its image cannot be had...
+IMAGE_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# ...or it cannot be made or keeps failing.
+START_FAILURES = (
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
 POD_TEMPLATE_REVISION = 2
 
@@ -139,6 +159,7 @@ ACT_STEPS = (
     *REPAIR_STEPS,
     "add",
     "remove",
+    "settle_marks",
     "roll",
     "grow",
     "upgrade_backup",
@@ -433,6 +454,20 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             )
         )
         node_loss = DEFAULT_NODE_LOSS_TIMEOUT
+    min_ready = spec.get("minReadySeconds", DEFAULT_MIN_READY_SECONDS)
+    if (
+        not isinstance(min_ready, int)
+        or isinstance(min_ready, bool)
+        or not 0 <= min_ready <= MAX_MIN_READY_SECONDS
+    ):
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.minReadySeconds",
+                f"spec.minReadySeconds must be 0 to {MAX_MIN_READY_SECONDS}, got {min_ready!r}",
+            )
+        )
+        min_ready = DEFAULT_MIN_READY_SECONDS
     warning = _size_warning(size)
     return {
         "size": size,
@@ -461,6 +496,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             "priority_class": pod.get("priorityClassName"),
         },
         "node_loss_timeout": node_loss,
+        "min_ready_seconds": min_ready,
         "paused": bool(spec.get("paused", False)),
         "problems": problems,
         "warnings": [warning] if warning else [],
@@ -822,6 +858,193 @@ def _unschedulable_refusal(name: str, why: str) -> dict[str, str]:
     )
 
 
+def _etcd_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """The etcd container's status; {} before the kubelet reports one."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == "etcd":
+            return dict(status)
+    return {}
+
+
+def _last_words(message: Any) -> str:
+    """The last line a failed container left (with FallbackToLogsOnError, its log's tail),
+    kept short: status is no log."""
+    lines = [line.strip() for line in str(message or "").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _ended_why(ended: dict[str, Any], restarts: int) -> tuple[str, str]:
+    """(cause, why) of a container that ended: killed for memory, or exited with an error."""
+    again = f", {restarts} restart{'s' if restarts != 1 else ''}" if restarts else ""
+    if ended.get("reason") == "OOMKilled":
+        return "memory", f"etcd was killed for want of memory (OOMKilled{again})"
+    words = _last_words(ended.get("message"))
+    return "crash", (
+        f"etcd exited ({ended.get('reason') or 'Error'}, exit code {ended.get('exitCode')}"
+        f"{again}){': ' + words if words else ''}"
+    )
+
+
+def container_trouble(pod: dict[str, Any]) -> dict[str, str]:
+    """Why the Pod's etcd container cannot run, as the kubelet says it now: its image cannot
+    be pulled, the container cannot be made, or it failed (killed for memory, or exited with
+    an error) and waits to be started again. {cause (image, memory, crash), reason, why}; {}
+    while it runs or is being started. The wait in module_utils/etcd_observe.py stops on the
+    same (tests/unit/test_filter_twins.py)."""
+    status = _etcd_status(pod)
+    state = status.get("state") or {}
+    waiting = state.get("waiting") or {}
+    reason = str(waiting.get("reason") or "")
+    restarts = int(status.get("restartCount") or 0)
+    if reason in IMAGE_FAILURES:
+        words = _last_words(waiting.get("message"))
+        image = _container_spec(pod).get("image") or status.get("image")
+        return {
+            "cause": "image",
+            "reason": reason,
+            "why": f"its image {image} cannot be pulled ({reason}{': ' + words if words else ''})",
+        }
+    ended = state.get("terminated") or {}
+    if reason in START_FAILURES:
+        ended = ended or (status.get("lastState") or {}).get("terminated") or {}
+        if not ended:
+            words = _last_words(waiting.get("message"))
+            return {
+                "cause": "crash",
+                "reason": reason,
+                "why": f"its container cannot start ({reason}{': ' + words if words else ''})",
+            }
+    elif not ended or ended.get("exitCode", 0) == 0:
+        return {}
+    cause, why = _ended_why(ended, restarts)
+    return {"cause": cause, "reason": reason or str(ended.get("reason") or "Error"), "why": why}
+
+
+def restart_trouble(pod: dict[str, Any]) -> dict[str, str]:
+    """Why a member Pod made by a roll is not to be trusted yet though it runs now: its
+    container restarted (killed for memory, or exited) since the Pod was made; {} if never."""
+    status = _etcd_status(pod)
+    restarts = int(status.get("restartCount") or 0)
+    if not restarts:
+        return {}
+    ended = (status.get("lastState") or {}).get("terminated") or {}
+    cause, why = _ended_why(ended, restarts)
+    return {"cause": cause, "reason": str(ended.get("reason") or "Restarted"), "why": why}
+
+
+def healthy_run(pod: dict[str, Any]) -> str:
+    """Which run of the member's container is Ready: its start and its Ready transition, as
+    the kubelet wrote them; '' while the Pod is not Ready or the container not running."""
+    running = (_etcd_status(pod).get("state") or {}).get("running") or {}
+    ready = next(
+        (
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Ready" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if ready is None or not running:
+        return ""
+    return f"{running.get('startedAt') or ''}/{ready.get('lastTransitionTime') or ''}"
+
+
+def _container_spec(pod: dict[str, Any]) -> dict[str, Any]:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == "etcd":
+            return dict(container)
+    return {}
+
+
+def _quota_arg(container: dict[str, Any]) -> str:
+    return next(
+        (str(a) for a in container.get("args") or [] if str(a).startswith("--quota-backend")), ""
+    )
+
+
+def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
+    """The spec fields a member Pod made from the spec now differs in from `old`, another
+    member's Pod made from the spec before, as far as the Pods show them."""
+    if not old:
+        return []
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    new_c, old_c = _container_spec(new), _container_spec(old)
+    new_repo, _, new_tag = str(new_c.get("image") or "").rpartition(":")
+    old_repo, _, old_tag = str(old_c.get("image") or "").rpartition(":")
+    new_aff, old_aff = new_spec.get("affinity") or {}, old_spec.get("affinity") or {}
+    compared = [
+        ("spec.repository", new_repo, old_repo),
+        ("spec.version", new_tag, old_tag),
+        ("spec.pod.resources", new_c.get("resources") or {}, old_c.get("resources") or {}),
+        ("spec.pod.nodeSelector", new_spec.get("nodeSelector"), old_spec.get("nodeSelector")),
+        (
+            "spec.pod.antiAffinity",
+            new_aff.get("podAntiAffinity"),
+            old_aff.get("podAntiAffinity"),
+        ),
+        (
+            "spec.pod.affinity",
+            {k: v for k, v in new_aff.items() if k != "podAntiAffinity"},
+            {k: v for k, v in old_aff.items() if k != "podAntiAffinity"},
+        ),
+        ("spec.pod.tolerations", new_spec.get("tolerations"), old_spec.get("tolerations")),
+        (
+            "spec.pod.priorityClassName",
+            new_spec.get("priorityClassName"),
+            old_spec.get("priorityClassName"),
+        ),
+        ("spec.storage", _quota_arg(new_c), _quota_arg(old_c)),
+    ]
+    return [field for field, now, before in compared if now != before]
+
+
+# The fields that can make a Pod that passed the schema fail to run, by how it fails.
+_FIELDS_BY_CAUSE = {
+    "image": ("spec.repository", "spec.version"),
+    "memory": ("spec.pod.resources",),
+    "schedule": (
+        "spec.pod.nodeSelector",
+        "spec.pod.affinity",
+        "spec.pod.antiAffinity",
+        "spec.pod.tolerations",
+        "spec.pod.priorityClassName",
+        "spec.pod.resources",
+    ),
+}
+
+
+def _scheduler_fields(why: str) -> list[str]:
+    """The fields the scheduler's words point at, when no Pod before tells what changed."""
+    found = [
+        field
+        for words, field in (
+            ("anti-affinity", "spec.pod.antiAffinity"),
+            ("node affinity/selector", "spec.pod.nodeSelector"),
+            ("node affinity/selector", "spec.pod.affinity"),
+            ("Insufficient", "spec.pod.resources"),
+            ("untolerated taint", "spec.pod.tolerations"),
+        )
+        if words in why
+    ]
+    return found or ["spec.pod"]
+
+
+def trouble_fields(trouble: dict[str, str], changed: list[str]) -> list[str]:
+    """The spec fields to name for a Pod that cannot run: of the fields its cause points at,
+    those the roll changed; else all that cause points at (none for a crash of no known
+    cause: it may be etcd's data or its node, not the spec)."""
+    cause = trouble["cause"]
+    if cause == "crash":
+        return changed
+    if cause == "memory":
+        return ["spec.pod.resources"]
+    if cause == "schedule":
+        return [f for f in changed if f in _FIELDS_BY_CAUSE[cause]] or _scheduler_fields(
+            trouble["why"]
+        )
+    return [f for f in changed if f in _FIELDS_BY_CAUSE[cause]] or list(_FIELDS_BY_CAUSE[cause])
+
+
 def _phase(pod: dict[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
@@ -1163,6 +1386,89 @@ def _record(o: _Observed, fenced: set[str]) -> list[dict[str, str]]:
     return out
 
 
+# --- a roll, one member at a time ---------------------------------------------------------
+
+
+def _created(pod: dict[str, Any]) -> str:
+    return str(_meta(pod).get("creationTimestamp") or "")
+
+
+def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the members on a Pod of the spec fare while other members are still on Pods of an
+    earlier one (`before`). `halted`: those the roll made that cannot run, by name ({cause,
+    reason, why, fields}); `failing`: those it did not make that cannot run (a roll set back
+    finds the others on the spec again, made long before: their troubles are their own);
+    `settling`: those not yet healthy for spec.minReadySeconds (seconds so far; None while
+    not healthy at all); `settled`; `marks`: the Pods to mark healthy since this look.
+    Healthy: the Pod Ready, its container not restarted since (or settled again after), etcd
+    counting the member healthy. The time is the runbook's own, written on the Pod the first
+    time a look sees that run of it healthy, so a run that ends, or an operator that
+    restarts, takes it up where it was. The roll made a Pod if it is newer than a Pod from
+    before (the API server's times, compared with each other only)."""
+    needed = o.spec["min_ready_seconds"]
+    oldest = min((_created(p) for p in before), default="")
+    out: dict[str, Any] = {"halted": {}, "failing": {}, "settling": {}, "settled": [], "marks": []}
+    for name in renewed:
+        pod = o.pods[name]
+        made = _created(pod) > oldest
+        no_node = unschedulable(pod)
+        trouble = (
+            {"cause": "schedule", "reason": "Unschedulable", "why": f"no node takes it ({no_node})"}
+            if no_node and made
+            else container_trouble(pod)
+        )
+        run = healthy_run(pod)
+        healthy = bool(run) and member_healthy(o.info, name)
+        marked = annotations_of(pod)
+        since = (
+            _seconds_between(marked.get(ANN_HEALTHY_SINCE, ""), o.observed_at)
+            if marked.get(ANN_HEALTHY_RUN) == run
+            else None
+        )
+        settled = healthy and (needed == 0 or (since is not None and since >= needed))
+        if not trouble and not settled and made:
+            trouble = restart_trouble(pod)
+        if trouble and made:
+            out["halted"][name] = {
+                **trouble,
+                "fields": trouble_fields(trouble, changed_fields(pod, before[0])),
+            }
+        elif trouble:
+            out["failing"][name] = trouble
+        elif settled:
+            out["settled"].append(name)
+        elif healthy and (since is None or since < 0) and o.observed_at:
+            out["marks"].append({"name": name, "since": o.observed_at, "run": run})
+            out["settling"][name] = 0.0
+        else:
+            out["settling"][name] = since if healthy else None
+    return out
+
+
+def _roll_halted_refusal(name: str, trouble: dict[str, Any], others: list[str]) -> dict[str, str]:
+    fields = trouble["fields"]
+    named = ", ".join(fields) or "the change"
+    return _refusal(
+        "RollHalted",
+        ", ".join(fields),
+        f"The roll halted at {name}: its new Pod cannot run: {trouble['why']}. Changed: "
+        f"{named}. No other member is restarted"
+        + (f" ({', '.join(others)} keep running as they are)" if others else "")
+        + f"; set {named} back, or to what etcd runs with, and {name} is made again from it, "
+        "on its own data",
+    )
+
+
+def _cannot_run_refusal(name: str, trouble: dict[str, Any]) -> dict[str, str]:
+    fields = trouble_fields(trouble, [])
+    return _refusal(
+        "MemberCannotRun",
+        ", ".join(fields),
+        f"{name}'s Pod cannot run: {trouble['why']}"
+        + (f"; look at {', '.join(fields)}" if fields else ""),
+    )
+
+
 # --- the snapshot a minor upgrade starts with ---------------------------------------------
 
 
@@ -1264,17 +1570,16 @@ def _not_the_upgrade_backup(backup: dict[str, Any], cluster: str, minor: str) ->
 
 
 def _upgrade_gate(
-    o: _Observed, roll: list[str], running: dict[str, str], snapshot: dict[str, Any]
+    o: _Observed, running: dict[str, str], snapshot: dict[str, Any]
 ) -> dict[str, Any]:
-    """Whether a roll may start: a roll that takes a member to a newer minor waits for a
-    verified snapshot (to the cluster's EtcdBackup's destination), unless a person wrote down
-    that this version goes without one. Returns `create` (the one-off EtcdBackup to make),
-    `waiting` (why the roll waits) or `refusal`; empty when the roll may go."""
+    """Whether members may move to the spec's version: one that takes a member to a newer
+    minor waits for a verified snapshot (to the cluster's EtcdBackup's destination), unless a
+    person wrote down that this version goes without one. Returns `create` (the one-off
+    EtcdBackup to make), `waiting` (why the upgrade waits) or `refusal`; empty when the
+    members may move (a patch change, or no change of version, needs no snapshot)."""
     target = o.spec["version"]
     minor = _minor_of(target)
-    if not any(
-        version_tuple(running[n])[:2] < version_tuple(target)[:2] for n in roll if n in running
-    ):
+    if not any(version_tuple(v)[:2] < version_tuple(target)[:2] for v in running.values()):
         return {}
     if annotations_of(o.obj).get(ANN_UPGRADE_WITHOUT_SNAPSHOT) == target:
         return {}
@@ -1359,11 +1664,18 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     if version_refusal:
         refusals.append(version_refusal)
     spec_ok = not spec["problems"]
+    # A minor upgrade starts from a verified snapshot, or not at all. Until its gate opens,
+    # every Pod the plan makes (a heal, a learner, a replacement, a roll of another change)
+    # runs the version its member ran, and a new member the lowest one running: a Pod made
+    # on the new minor would be the upgrade starting without its way back.
+    snapshot = upgrade_snapshot(o)
+    gate = _upgrade_gate(o, running, snapshot) if spec_ok and not version_refusal else {}
+    lowest = min(running.values(), key=version_tuple, default=base_version)
 
     def version_of(member: str) -> str:
-        return (
-            running.get(member, base_version) if version_refusal or not spec_ok else spec["version"]
-        )
+        if version_refusal or not spec_ok:
+            return running.get(member, base_version)
+        return running.get(member, lowest) if gate else spec["version"]
 
     # Heal first: a live claim without a Pod gets its Pod back; never a member whose guard
     # tripped (its Pod stays to say why) nor a fenced or removed one (their claims are not live).
@@ -1376,24 +1688,47 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # (no kubelet would confirm either); the member is replaced once the node has been lost
     # for spec.nodeLossTimeout, and only then is its Pod deleted for good.
     node_lost = node_losses(o)
-    # Pods that ended, and Pods of members that are down anyway on an outdated Pod (a roll to a
-    # Pod that cannot run, say, whose spec was then fixed): re-making either costs no
-    # availability, and a roll would wait for them forever.
-    ended = sorted(
+    # The member Pods that stand (not going, not lost with their node or their data): made
+    # from the spec as it is now, or from an earlier one (a roll not over, or not begun).
+    standing = [
         n
-        for n, p in o.pods.items()
+        for n, p in sorted(o.pods.items())
         if not _deleting(p)
         and n in o.live_claims
         and n not in lost_data
         and n not in o.restoring
         and n not in node_lost
-        and (
-            _phase(p) in ("Failed", "Succeeded")
-            or (
-                not pod_ready(p)
-                and not member_healthy(o.info, n)
-                and annotations_of(p).get(ANN_POD_HASH) != pod_hash(spec, version_of(n))
-            )
+    ]
+    renewed = [
+        n
+        for n in standing
+        if annotations_of(o.pods[n]).get(ANN_POD_HASH) == pod_hash(spec, version_of(n))
+        and labels_of(o.pods[n]).get(LABEL_VERSION) == version_of(n)
+    ]
+    outdated = [n for n in standing if n not in renewed]
+    # While a roll is not over, the members on their new Pod are watched: one that cannot run
+    # halts it, one not yet healthy for spec.minReadySeconds holds it.
+    rolled = (
+        _rolled(o, renewed, [o.pods[n] for n in outdated])
+        if outdated and spec_ok
+        else {"halted": {}, "failing": {}, "settling": {}, "settled": [], "marks": []}
+    )
+    halted: dict[str, dict[str, Any]] = rolled["halted"]
+    # Pods that ended, and outdated Pods that cannot run (a roll to a Pod that cannot run,
+    # whose spec was then set back): re-making either costs no availability, and a roll would
+    # wait for them forever. Not while a roll is halted: the member would come back on the
+    # spec that cannot run. A member down on an outdated Pod that still runs is left to its
+    # kubelet: re-made now, it would be rolled without the roll's care.
+    ended = sorted(
+        n
+        for n in standing
+        if _phase(o.pods[n]) in ("Failed", "Succeeded")
+        or (
+            n in outdated
+            and not halted
+            and not pod_ready(o.pods[n])
+            and not member_healthy(o.info, n)
+            and bool(unschedulable(o.pods[n]) or container_trouble(o.pods[n]))
         )
     )
     # A Pod being deleted on a node that is gone or not Ready never finishes going (no kubelet
@@ -1406,7 +1741,22 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         for n, p in o.pods.items()
         if not _deleting(p) and n not in node_lost and (why := unschedulable(p))
     }
-    refusals.extend(_unschedulable_refusal(n, why) for n, why in sorted(stuck.items()))
+    refusals.extend(
+        _unschedulable_refusal(n, why) for n, why in sorted(stuck.items()) if n not in halted
+    )
+    refusals.extend(
+        _roll_halted_refusal(n, trouble, [m for m in standing if m != n])
+        for n, trouble in sorted(halted.items())
+    )
+    # Outside a roll, a member Pod made from the spec that cannot run is said too, naming
+    # what to look at (a Pod no node takes is said above).
+    failing = {
+        n: trouble
+        for n in renewed
+        if not outdated and _phase(o.pods[n]) not in ("Failed", "Succeeded")
+        if (trouble := container_trouble(o.pods[n]))
+    } | rolled["failing"]
+    refusals.extend(_cannot_run_refusal(n, trouble) for n, trouble in sorted(failing.items()))
     heal = sorted(
         n
         for n in o.live_claims
@@ -1436,6 +1786,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     add: list[str] = []
     remove: list[str] = []
     roll: list[str] = []
+    roll_pending: list[str] = []
     withheld = ""
     if o.known and not o.trusted:
         quorum = o.quorum
@@ -1530,32 +1881,41 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
                 or labels_of(o.pods[n]).get(LABEL_VERSION) != version_of(n)
             )
         ]
-        unhealthy = sorted(m["name"] for m in o.members if not m.get("healthy"))
+        # Each member Pod Ready and etcd counting each member healthy: a roll takes one down.
+        unhealthy = sorted(
+            {m["name"] for m in o.members if not m.get("healthy")}
+            | {n for n in o.by_name if n in o.pods and not pod_ready(o.pods[n])}
+        )
         if differs and spec_ok and not (add or remove or replace or lost or promote):
-            if unhealthy:
+            roll_pending = roll_order(differs, o.leader)
+            if halted or rolled["settling"]:
+                # Halted (said above): no further until the spec is set back. Settling: the
+                # member rolled last is not yet trusted to stay up.
+                pass
+            elif unhealthy:
                 refusals.append(
                     _refusal(
                         "RollBlocked",
                         "",
                         f"Not rolling {', '.join(sorted(differs))}: not every member is healthy "
-                        f"({', '.join(unhealthy)}); the roll starts once they are",
+                        f"({', '.join(unhealthy)}); the roll goes on once they are",
                     )
                 )
             else:
-                roll = roll_order(differs, o.leader)
-    # A minor upgrade starts from a verified snapshot, or not at all.
-    snapshot = upgrade_snapshot(o)
-    gate = _upgrade_gate(o, roll, running, snapshot) if roll else {}
+                # One member a run: the next only once this one has stayed healthy.
+                roll = roll_pending[:1]
+    # After the membership decisions: an upgrade waiting for its snapshot holds the version,
+    # not the members (a learner still joins, on the version the others run).
     if gate.get("refusal"):
         refusals.append(gate["refusal"])
-    if gate:
-        roll = []
-    # Leadership goes first to a member already rolled, else to another healthy voter.
+    # Leadership goes first to a member already rolled (and settled), else to another healthy
+    # voter.
     others = [m["name"] for m in o.voters if m.get("healthy") and m["name"] != o.leader]
-    transferee = next((n for n in roll if n != o.leader), others[0] if others else "")
+    transferee = next((n for n in rolled["settled"] if n in others), others[0] if others else "")
 
+    marks = rolled["marks"]
     if o.hands_off:
-        heal, ended, fence, record, relabel = [], [], [], [], []
+        heal, ended, fence, record, relabel, marks = [], [], [], [], [], []
         stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
     # No member Pod is made that would mount a TLS Secret not fit to mount (tls_plan): one
     # missing, or a user's not labelled for the cluster. Healing, re-creating, adding,
@@ -1602,11 +1962,22 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "add": add,
         "remove": remove,
         "roll": roll,
+        # The whole roll still to go, in order (its first is `roll`, when it may go now).
+        "roll_pending": roll_pending,
+        # Whether `roll` is the first member of this roll (none on the new Pod yet).
+        "roll_first": bool(roll) and not renewed,
+        "outdated": outdated,
+        "halted": halted,
+        "settling": rolled["settling"],
+        "settle_marks": marks,
         "transferee": transferee if o.trusted else "",
         "lost_data": lost_data,
         "unschedulable": dict(sorted(stuck.items())),
         "node_lost": node_lost,
-        "upgrade_backup": [gate["create"]] if gate.get("create") and not o.hands_off else [],
+        # Made only on the word of a quorum that agrees: the Job takes it from a healthy member.
+        "upgrade_backup": [gate["create"]]
+        if gate.get("create") and o.trusted and not o.hands_off
+        else [],
         "upgrade_waiting": gate.get("waiting", "") if not o.hands_off else "",
         "upgrade_snapshot": snapshot,
         "fenced": sorted(n for n, c in o.claims.items() if ANN_FENCED in annotations_of(c)),
@@ -1690,12 +2061,39 @@ def _available(o: _Observed) -> tuple[bool, str, str]:
     )
 
 
+def _roll_note(o: _Observed, p: dict[str, Any]) -> str:
+    """What a roll not over waits for, said after the members and versions."""
+    if not p["roll_pending"] or p["roll"]:
+        return ""
+    needed = o.spec["min_ready_seconds"]
+    waiting = "; ".join(
+        f"{n} is on its new Pod, "
+        + (
+            f"healthy for {int(seconds)} of {needed} s"
+            if seconds is not None
+            else "not healthy yet"
+        )
+        for n, seconds in sorted(p["settling"].items())
+    )
+    if not waiting:
+        return ""
+    return f"; {waiting} (spec.minReadySeconds) before {p['roll_pending'][0]} restarts" + (
+        f", then {', '.join(p['roll_pending'][1:])}" if len(p["roll_pending"]) > 1 else ""
+    )
+
+
 def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float | None:
     """When the run wants to look again though no event may come: a member etcd has yet to
     count healthy behind its Ready Pod, or a lost node's member coming due for replacement."""
     if o.hands_off:
         return None
     waits = [float(LAGGING_RECHECK)] if lagging else []
+    # A member on its new Pod counted healthy so far: looked at again once it has been so for
+    # spec.minReadySeconds, when the roll may go on.
+    needed = o.spec["min_ready_seconds"]
+    waits.extend(
+        max(1.0, needed - seconds + 1) for seconds in p["settling"].values() if seconds is not None
+    )
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
         if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:
@@ -1731,6 +2129,8 @@ def report(
     rolled = (
         o.known
         and not p["roll"]
+        and not p["upgrade_waiting"]
+        and not p["outdated"]
         and all(
             labels_of(pod).get(LABEL_VERSION) == p["versions"].get(n)
             for n, pod in o.pods.items()
@@ -1756,7 +2156,7 @@ def report(
         phase = "QuorumLost"
     elif not sized:
         phase = "Scaling"
-    elif not rolled:
+    elif not rolled and not p["halted"]:
         phase = "Upgrading"
     elif refusals or unhealthy or alarms or p["lost_data"] or p["fence"] or p["node_lost"]:
         phase = "Degraded"
@@ -1821,7 +2221,7 @@ def report(
             True,
             "Creating" if a_reason == "Creating" else ("Scaling" if not sized else "Upgrading"),
             f"{len(members)} of {o.spec['size']} members, version "
-            f"{'/'.join(versions) or '?'} (spec {o.spec['version']})",
+            f"{'/'.join(versions) or '?'} (spec {o.spec['version']})" + _roll_note(o, p),
         )
     else:
         progressing = (False, "Reconciled", f"{len(members)} members on etcd {'/'.join(versions)}")

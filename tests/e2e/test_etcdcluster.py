@@ -235,6 +235,30 @@ def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
     assert "spec.version" in condition(obj, "Degraded")["message"]
     assert sorted(p["metadata"]["uid"] for p in pods(k8s, ns, name)) == uids
 
+    # A member Pod lost while the upgrade may not start comes back on the version it ran: on
+    # 3.6 it would start the upgrade without its snapshot, with no way back.
+    victim = sorted(before)[1]
+    old_uid = next(p for p in pods(k8s, ns, name) if p["metadata"]["name"] == victim)["metadata"][
+        "uid"
+    ]
+    k8s.kubectl("-n", ns, "delete", "pod", victim, "--wait=false")
+    healed = k8s.wait_for(
+        lambda: [
+            p
+            for p in pods(k8s, ns, name)
+            if p["metadata"]["name"] == victim and p["metadata"]["uid"] != old_uid
+        ],
+        timeout=HEAL_WITHIN,
+        interval=0.5,
+        what=f"{victim} re-created while the upgrade waits",
+    )[0]
+    assert healed["spec"]["containers"][0]["image"] == "gcr.io/etcd-development/etcd:v3.5.35"
+    k8s.kubectl(
+        "-n", ns, "wait", "--for=condition=Ready", f"pod/{victim}", "--timeout=120s", timeout=140
+    )
+    claim = get(k8s, ns, "pvc", f"{victim}-data")
+    assert claim["metadata"]["annotations"]["etcd.runbook.io/version"] == "3.5.35"
+
     # An EtcdBackup for the cluster: the upgrade takes its own snapshot to that destination
     # first, and rolls only once it is verified.
     bucket = f"e2e-{secrets.token_hex(4)}"

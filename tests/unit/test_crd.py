@@ -110,6 +110,9 @@ def test_default_version_is_the_newest_supported_3_6(schema):
         ({"nodeLossTimeout": ""}, "spec.nodeLossTimeout: '' does not match"),
         ({"nodeLossTimeout": "300"}, "spec.nodeLossTimeout: '300' does not match"),
         ({"nodeLossTimeout": "5m1h"}, "spec.nodeLossTimeout: '5m1h' does not match"),
+        ({"minReadySeconds": -1}, "spec.minReadySeconds: -1 is less than the minimum of 0"),
+        ({"minReadySeconds": 3601}, "spec.minReadySeconds: 3601 is greater than the maximum"),
+        ({"minReadySeconds": "30s"}, "spec.minReadySeconds: '30s' is not of type 'integer'"),
     ],
 )
 def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
@@ -132,6 +135,8 @@ def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
         {"nodeLossTimeout": "90s"},
         {"nodeLossTimeout": "1h30m"},
         {"nodeLossTimeout": "2h5s"},
+        {"minReadySeconds": 0},
+        {"minReadySeconds": 120},
         {
             "pod": {
                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1}},

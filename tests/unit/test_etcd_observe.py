@@ -15,6 +15,7 @@ from ansible.module_utils.etcd_observe import (
     Observer,
     ask_etcd,
     awaited,
+    cannot_run,
     check,
     dns_endpoints,
     forward_targets,
@@ -425,6 +426,66 @@ def test_a_wait_probes_only_the_awaited_members_until_they_answer(reads, answers
         assert time.monotonic() >= deadline and asked
     assert set(slept) == {0.5}
     assert all(a in ({}, {"e-3": "https://e-3.s:2379"}) for a in asked)
+
+
+def _failing(name: str, restarts: int = 0, **state: dict) -> dict:
+    pod = _pod(name, ip="10.0.0.9")
+    pod["status"]["containerStatuses"] = [
+        {"name": "etcd", "restartCount": restarts, "state": state or {"running": {}}}
+    ]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "said"),
+    [
+        (_failing("e-3", waiting={"reason": "ErrImagePull"}), "its container waits: ErrImagePull"),
+        (
+            _failing("e-3", 2, waiting={"reason": "CrashLoopBackOff"}),
+            "its container waits: CrashLoopBackOff",
+        ),
+        (
+            _failing("e-3", terminated={"reason": "OOMKilled", "exitCode": 137}),
+            "its container ended: OOMKilled",
+        ),
+        (_failing("e-3", 1), "its container restarted 1 time(s)"),
+        # Being made, or running since it was made: nothing to say.
+        (_failing("e-3", waiting={"reason": "ContainerCreating"}), ""),
+        (_failing("e-3"), ""),
+        (_pod("e-3"), ""),
+        (_failing("e-4", waiting={"reason": "ErrImagePull"}), ""),
+    ],
+)
+def test_what_a_roll_s_wait_stops_on(pod, said):
+    assert cannot_run([pod], "e-3") == said
+
+
+@pytest.mark.parametrize(("failing", "reads"), [(True, 2), (False, None)])
+def test_a_roll_s_wait_ends_when_the_new_pod_cannot_run(failing, reads):
+    """The roll's wait (failing) ends at the first read that shows its image cannot be
+    pulled; any other wait goes on until the member answers, or its deadline."""
+    seen: list[int] = []
+
+    def pods() -> list[dict]:
+        seen.append(1)
+        if len(seen) == 1:
+            return [_pod("e-3", "Pending")]
+        return [_failing("e-3", waiting={"reason": "ErrImagePull"})]
+
+    deadline = time.monotonic() + (60 if failing else 0.2)
+    probe_until_answering(
+        pods,
+        lambda pods: {"endpoints": dns_endpoints(pods, "https", "s"), "addresses": {}},
+        lambda endpoints, addresses: False,
+        ["e-3"],
+        deadline,
+        sleep=lambda seconds: time.sleep(0.01),
+        failing=failing,
+    )
+    if reads is not None:
+        assert len(seen) == reads
+    else:
+        assert time.monotonic() >= deadline and len(seen) > 2
 
 
 def test_a_stop_is_asked_only_by_a_file_that_exists(tmp_path):

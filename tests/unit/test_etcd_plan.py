@@ -9,12 +9,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible.module_utils.etcd_tls import cert_pem, create_ca
 from cryptography.hazmat.primitives import serialization
+
+from tests.filters import load_filter
 
 _PATH = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "etcd_plan.py"
 _SPEC = importlib.util.spec_from_file_location("etcd_plan", _PATH)
@@ -23,6 +26,10 @@ ep = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(ep)
 
 CID = "c1d"
+# When the kubelet says a member Pod's container started and turned Ready.
+STARTED = "2026-11-25T09:00:00Z"
+CREATED = "2026-11-25T08:59:58Z"
+READY = "2026-11-25T09:00:02Z"
 DOMAIN = "e.ns.svc.cluster.local"
 
 
@@ -69,19 +76,27 @@ def pod(
     message: str = "",
     deleting: bool = False,
     ready: bool = True,
+    restarts: int = 0,
 ) -> dict[str, Any]:
     spec = ep.normalize_spec(obj(), {})
     meta: dict[str, Any] = {
         "name": f"e-{n}",
         "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VERSION: version, ep.LABEL_VOTER: voter},
         "annotations": {ep.ANN_POD_HASH: hash_ or ep.pod_hash(spec, version)},
+        "creationTimestamp": CREATED,
     }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     status: dict[str, Any] = {
         "phase": phase,
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "conditions": [
+            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": READY}
+        ],
     }
+    if phase == "Running":
+        status["containerStatuses"] = [
+            {"name": "etcd", "restartCount": restarts, "state": {"running": {"startedAt": STARTED}}}
+        ]
     if message:
         status["containerStatuses"] = [
             {
@@ -365,12 +380,26 @@ def test_a_member_down_on_an_outdated_pod_is_remade_at_once():
     """A roll to a Pod that cannot run (unschedulable, say), then the spec fixed: the member is
     down anyway, so its Pod is re-made now instead of waiting for a roll that waits for it."""
     facts = healthy3()
-    facts["pods"][2] = pod(2, phase="Pending", hash_="from-the-bad-spec", ready=False)
+    facts["pods"][2] = _unschedulable(
+        pod(2, phase="Pending", hash_="from-the-bad-spec", ready=False), NO_NODE
+    )
     facts["info"] = info([member(0), member(1), member(2, healthy=False)])
     p = ep.plan(facts)
     assert p["ended"] == ["e-2"] and p["heal"] == ["e-2"] and p["roll"] == []
-    facts["pods"][2] = pod(2, phase="Pending", ready=False)  # current Pod, still starting
-    assert ep.plan(facts)["ended"] == []
+    assert [r["reason"] for r in p["refusals"]] == ["MemberUnschedulable"], "not a halt"
+    facts["pods"][2] = _unschedulable(pod(2, phase="Pending", ready=False), NO_NODE)
+    assert ep.plan(facts)["ended"] == [], "the current Pod: said, not re-made"
+
+
+def test_a_member_merely_down_on_an_outdated_pod_is_left_to_its_kubelet():
+    """Not Ready for a moment (an election, a slow disk), its container running: re-made now,
+    it would be rolled without waiting for the member rolled before it to prove itself."""
+    facts = healthy3(repository="registry.local/etcd")
+    facts["pods"][2] = pod(2, ready=False)
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["ended"] == [] and p["heal"] == [] and p["roll"] == []
+    assert [r["reason"] for r in p["refusals"]] == ["RollBlocked"]
 
 
 def test_heal_does_not_wait_behind_a_refused_version_change():
@@ -1147,7 +1176,8 @@ def etcd_backup(
 
 def test_a_version_change_rolls_followers_first_and_the_leader_last():
     p = ep.plan(minor_upgrade(annotation="3.6.16"))
-    assert p["roll"] == ["e-1", "e-2", "e-0"]
+    assert p["roll"] == ["e-1"] and p["roll_first"], "one member a run"
+    assert p["roll_pending"] == ["e-1", "e-2", "e-0"]
     assert p["refusals"] == []
 
 
@@ -1240,7 +1270,7 @@ def test_the_before_upgrade_backup_is_what_the_crd_accepts(volume):
 def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():
     backups = [etcd_backup("e-before-3-6", before="3.6", phase="Succeeded", snapshot=True)]
     p = ep.plan(minor_upgrade(*backups))
-    assert p["roll"] == ["e-1", "e-2", "e-0"] and p["refusals"] == []
+    assert p["roll"] == ["e-1"] and p["refusals"] == []
     assert p["upgrade_snapshot"]["location"] == "s3://b/k.db"
     status = ep.report(minor_upgrade(*backups))["status"]
     assert status["upgradeSnapshot"]["backup"] == "e-before-3-6"
@@ -1298,6 +1328,125 @@ def test_a_waiver_for_this_version_rolls_without_a_snapshot():
     assert p["roll"] and not p["upgrade_backup"] and not p["upgrade_waiting"]
 
 
+# Each state of the gate a minor upgrade passes (3.5.35 -> 3.6.16): the EtcdBackups of the
+# namespace, the waiver annotation, and the version a Pod made meanwhile must run.
+GATE_STATES = {
+    "no destination": ([], "", "3.5.35"),
+    "another cluster's backup": ([etcd_backup("other", cluster="x")], "", "3.5.35"),
+    "snapshot asked for": ([etcd_backup("nightly")], "", "3.5.35"),
+    "snapshot running": (
+        [etcd_backup("nightly"), etcd_backup("e-before-3-6", before="3.6", phase="Running")],
+        "",
+        "3.5.35",
+    ),
+    "snapshot failed": (
+        [etcd_backup("e-before-3-6", before="3.6", phase="Failed")],
+        "",
+        "3.5.35",
+    ),
+    "name taken": ([etcd_backup("nightly"), etcd_backup("e-before-3-6")], "", "3.5.35"),
+    "waived for another version": ([], "3.6.15", "3.5.35"),
+    "snapshot verified": (
+        [etcd_backup("e-before-3-6", before="3.6", phase="Succeeded", snapshot=True)],
+        "",
+        "3.6.16",
+    ),
+    "waived": ([], "3.6.16", "3.6.16"),
+}
+manifests = load_filter("etcd_manifests")
+
+
+def _made_on(p: dict[str, Any], name: str, claim_: dict[str, Any]) -> str:
+    """The version the Pod the runbook makes for `name` runs, by its image."""
+    pod_ = manifests.member_pod(p, name, claim_)
+    image = pod_["spec"]["containers"][0]["image"]
+    assert pod_["metadata"]["annotations"][ep.ANN_POD_HASH] == ep.pod_hash(
+        p["spec"], p["versions"][name]
+    )
+    return image.rsplit(":v", 1)[1]
+
+
+@pytest.mark.parametrize("state", GATE_STATES)
+def test_a_pod_made_while_a_minor_upgrade_may_not_start_keeps_the_version(state):
+    """Heals, learners and replacements while the upgrade waits for its snapshot (or is
+    refused) run the version their member ran (a new member: the lowest running); once the
+    snapshot is verified or waived, the new one."""
+    backups, waiver, expected = GATE_STATES[state]
+
+    # A member Pod deleted: back on its claim.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    del facts["pods"][2]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["heal"] == ["e-2"], state
+    assert _made_on(p, "e-2", facts["claims"][2]) == expected, state
+
+    # A learner for a larger size: added (an upgrade waiting holds the version, not the
+    # members), on the lowest version running.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    facts["object"]["spec"]["size"] = 4
+    p = ep.plan(facts)
+    assert p["add"] == ["e-3"], (state, p["refusals"])
+    new_claim = manifests.member_claim(p, "e-3", "", "existing")
+    assert new_claim["metadata"]["annotations"][ep.ANN_VERSION] == expected, state
+    assert _made_on(p, "e-3", new_claim) == expected, state
+
+    # A member lost with its node: replaced (removed first)...
+    facts = minor_upgrade(*backups, annotation=waiver)
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    _on_nodes(facts, {"node0": _node(), "node1": _node(), "node2": _node(found=False)})
+    assert [r["name"] for r in ep.plan(facts)["replace"]] == ["e-2"], state
+    # ...then a fresh member joins on a new claim, on the version the others run.
+    facts = minor_upgrade(*backups, annotation=waiver)
+    del facts["pods"][2], facts["claims"][2]
+    facts["info"] = info([member(0), member(1)])
+    p = ep.plan(facts)
+    assert p["add"] == ["e-2"], state
+    fresh = manifests.member_claim(p, "e-2", "", "existing")
+    assert _made_on(p, "e-2", fresh) == expected, state
+
+
+def test_a_member_keeps_the_newer_version_it_already_runs_while_the_upgrade_waits():
+    facts = minor_upgrade()
+    facts["claims"][1] = claim(1, version="3.6.16")
+    facts["pods"][1] = pod(1, version="3.6.16")
+    del facts["pods"][2]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert [r["reason"] for r in p["refusals"]] == ["UpgradeNeedsSnapshot"]
+    assert p["versions"]["e-1"] == "3.6.16" and p["versions"]["e-2"] == "3.5.35"
+    assert p["versions"]["e-5"] == "3.5.35", "a new member: the lowest version running"
+
+
+def test_a_patch_change_needs_no_snapshot_and_heals_on_the_new_patch():
+    facts = healthy3()
+    facts["claims"] = [claim(i, version="3.6.15") for i in range(3)]
+    facts["pods"] = [pod(i, version="3.6.15") for i in range(2)]
+    facts["info"] = info([member(0), member(1), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert [r["reason"] for r in p["refusals"]] == ["RollBlocked"], "no snapshot asked for"
+    assert not p["upgrade_waiting"] and not p["upgrade_backup"]
+    assert p["heal"] == ["e-2"] and p["versions"]["e-2"] == "3.6.16"
+
+
+def test_another_change_rolls_on_the_old_version_while_the_upgrade_waits():
+    facts = minor_upgrade(etcd_backup("nightly"))
+    facts["object"]["spec"]["pod"] = {"resources": {"limits": {"memory": "1Gi"}}}
+    p = ep.plan(facts)
+    assert p["upgrade_waiting"] and p["roll"][:1] == ["e-1"]
+    assert p["versions"]["e-1"] == "3.5.35"
+    assert p["pod_hashes"]["e-1"] == ep.pod_hash(p["spec"], "3.5.35")
+
+
+def test_a_waiting_upgrade_reports_upgrading_a_refused_one_degraded():
+    waiting = ep.report(minor_upgrade(etcd_backup("nightly")))
+    assert waiting["phase"] == "Upgrading"
+    assert waiting["conditions"]["Progressing"]["reason"] == "SnapshotBeforeUpgrade"
+    refused = ep.report(minor_upgrade())
+    assert refused["phase"] == "Degraded"
+    assert refused["conditions"]["Degraded"]["reason"] == "UpgradeNeedsSnapshot"
+
+
 @pytest.mark.parametrize("cluster", ["e", "a" * 44, "b" * 50])
 def test_the_before_upgrade_backup_name_leaves_room_for_its_jobs(cluster):
     name = ep.before_upgrade_name(cluster, "3.6")
@@ -1322,7 +1471,8 @@ def test_pod_changes_roll_the_members(change):
     if "storage" in change:
         for c in facts["claims"]:
             c["status"]["capacity"]["storage"] = "2Gi"
-    assert ep.plan(facts)["roll"] == ["e-1", "e-2", "e-0"]
+    assert ep.plan(facts)["roll_pending"] == ["e-1", "e-2", "e-0"]
+    assert ep.plan(facts)["roll"] == ["e-1"]
 
 
 def test_a_volume_grows_first_and_the_quota_follows_its_real_capacity():
@@ -1337,6 +1487,363 @@ def test_no_roll_while_a_member_is_unhealthy():
     facts["info"] = info([member(0), member(1), member(2, healthy=False)])
     p = ep.plan(facts)
     assert p["roll"] == [] and [r["reason"] for r in p["refusals"]] == ["RollBlocked"]
+
+
+# --- one member at a time, each settled before the next ----------------------------------
+
+ROLL_NOW = "2026-11-25T10:00:00Z"
+NO_NODE = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+
+
+def made_from(spec: dict[str, Any], n: int, version: str = "3.6.16") -> dict[str, Any]:
+    """Member e-<n>'s Pod as the runbook makes it from `spec` (keys of EtcdCluster.spec), its
+    container running since STARTED and Ready since READY."""
+    facts = healthy3(**spec)
+    facts["claims"] = [claim(i, version=version) for i in range(3)]
+    p = ep.plan(facts)
+    made = manifests.member_pod(p, f"e-{n}", facts["claims"][n])
+    running = pod(n, version=version)
+    made["status"] = running["status"]
+    made["metadata"]["creationTimestamp"] = CREATED
+    return made
+
+
+def on_new_pod(
+    facts: dict[str, Any], n: int, healthy_for: float | None = None, **status: Any
+) -> dict[str, Any]:
+    """e-<n> on the Pod the spec of `facts` makes, marked healthy `healthy_for` seconds before
+    ROLL_NOW (None: not marked), with `status` merged into its etcd container's status."""
+    facts["observed_at"] = ROLL_NOW
+    made = made_from(facts["object"]["spec"], n)
+    made["metadata"]["creationTimestamp"] = "2026-11-25T09:58:00Z"  # by the roll
+    container = made["status"]["containerStatuses"][0]
+    container.update(status)
+    if "running" not in container["state"]:
+        made["status"]["conditions"][0]["status"] = "False"
+    if healthy_for is not None:
+        since = datetime.fromisoformat(ROLL_NOW.replace("Z", "+00:00")) - timedelta(
+            seconds=healthy_for
+        )
+        made["metadata"]["annotations"][ep.ANN_HEALTHY_SINCE] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        made["metadata"]["annotations"][ep.ANN_HEALTHY_RUN] = f"{STARTED}/{READY}"
+    return made
+
+
+def settled_on(facts: dict[str, Any], n: int) -> dict[str, Any]:
+    return on_new_pod(facts, n, healthy_for=300)
+
+
+def resources_roll() -> dict[str, Any]:
+    """A healthy cluster of old Pods asked for a memory limit; e-0 leads."""
+    facts = healthy3(pod={"resources": {"limits": {"memory": "1Gi"}}})
+    facts["pods"] = [made_from({}, i) for i in range(3)]
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("case", "healthy_for", "status", "etcd_healthy", "roll", "settling", "marks"),
+    [
+        # Just came up, not yet marked: marked now, the roll waits the whole period.
+        ("unmarked", None, {}, True, [], {"e-1": 0.0}, ["e-1"]),
+        ("healthy 10 s", 10, {}, True, [], {"e-1": 10.0}, []),
+        ("healthy 29 s", 29, {}, True, [], {"e-1": 29.0}, []),
+        ("healthy 30 s", 30, {}, True, ["e-2"], {}, []),
+        # Ready, but etcd does not count it healthy: not yet, and not marked.
+        ("etcd says not yet", None, {}, False, [], {"e-1": None}, []),
+        ("etcd says no more", 60, {}, False, [], {"e-1": None}, []),
+        # Its container started again since it was marked (a restart: counted below) or it
+        # turned Ready again: another run of it, marked anew.
+        (
+            "Ready again",
+            60,
+            {"state": {"running": {"startedAt": "2026-11-25T09:59:50Z"}}},
+            True,
+            [],
+            {"e-1": 0.0},
+            ["e-1"],
+        ),
+    ],
+)
+def test_a_rolled_member_must_stay_healthy_before_the_next_goes(
+    case, healthy_for, status, etcd_healthy, roll, settling, marks
+):
+    facts = resources_roll()
+    facts["pods"][1] = on_new_pod(facts, 1, healthy_for=healthy_for, **status)
+    facts["info"] = info([member(0), member(1, healthy=etcd_healthy), member(2)])
+    p = ep.plan(facts)
+    assert p["roll"] == roll, case
+    assert p["settling"] == settling, case
+    assert [m["name"] for m in p["settle_marks"]] == marks, case
+    assert p["refusals"] == [], case
+    assert p["halted"] == {} and p["ended"] == [] and p["heal"] == [], case
+    if marks:
+        assert p["settle_marks"][0]["since"] == ROLL_NOW
+        assert p["settle_marks"][0]["run"] == ep.healthy_run(facts["pods"][1])
+    report = ep.report(facts)
+    progressing = report["conditions"]["Progressing"]
+    assert progressing["status"] == "True" and report["phase"] == "Upgrading", case
+    if settling.get("e-1") is not None:
+        # No event marks the end of the period: the run asks to look again then.
+        assert report["requeue_after"] == 30 - settling["e-1"] + 1, case
+        assert "spec.minReadySeconds" in progressing["message"], case
+
+
+def test_the_period_is_the_spec_s():
+    facts = resources_roll()
+    facts["object"]["spec"]["minReadySeconds"] = 5
+    facts["pods"][1] = on_new_pod(facts, 1, healthy_for=5)
+    assert ep.plan(facts)["roll"] == ["e-2"]
+    facts["object"]["spec"]["minReadySeconds"] = 0
+    facts["pods"][1] = on_new_pod(facts, 1)
+    p = ep.plan(facts)
+    assert p["roll"] == ["e-2"] and p["settle_marks"] == [], "0: healthy now is enough"
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "scheduler", "reason", "fields", "words"),
+    [
+        # An image that does not exist, by its tag or its repository.
+        (
+            {"version": "3.6.17"},
+            {"state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}},
+            "",
+            "ErrImagePull",
+            ["spec.version"],
+            "its image gcr.io/etcd-development/etcd:v3.6.17 cannot be pulled",
+        ),
+        (
+            {"repository": "registry.local/etcd"},
+            {"state": {"waiting": {"reason": "ImagePullBackOff"}}},
+            "",
+            "ImagePullBackOff",
+            ["spec.repository"],
+            "registry.local/etcd:v3.6.16 cannot be pulled (ImagePullBackOff)",
+        ),
+        # A node selector no node has.
+        (
+            {"pod": {"nodeSelector": {"disk": "ssd"}}},
+            {},
+            NO_NODE,
+            "Unschedulable",
+            ["spec.pod.nodeSelector"],
+            "no node takes it (0/1 nodes are available",
+        ),
+        # Too little memory: killed, then waiting to start again...
+        (
+            {"pod": {"resources": {"limits": {"memory": "16Mi"}}}},
+            {
+                "restartCount": 2,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+            },
+            "",
+            "CrashLoopBackOff",
+            ["spec.pod.resources"],
+            "etcd was killed for want of memory (OOMKilled, 2 restarts)",
+        ),
+        # ...or just restarted, running again (and even answering) for a moment.
+        (
+            {"pod": {"resources": {"limits": {"memory": "16Mi"}}}},
+            {
+                "restartCount": 1,
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+            },
+            "",
+            "OOMKilled",
+            ["spec.pod.resources"],
+            "killed for want of memory (OOMKilled, 1 restart)",
+        ),
+        # etcd refuses what it is given, and says why in its last words.
+        (
+            {"storage": {"size": "1Gi", "quotaBackendBytes": "100Mi"}},
+            {
+                "state": {
+                    "terminated": {
+                        "reason": "Error",
+                        "exitCode": 1,
+                        "message": 'starting\n{"msg":"bad flag"}\n',
+                    }
+                }
+            },
+            "",
+            "Error",
+            ["spec.storage"],
+            'etcd exited (Error, exit code 1): {"msg":"bad flag"}',
+        ),
+    ],
+)
+def test_a_rolled_member_that_cannot_run_halts_the_roll_naming_the_field(
+    spec, status, scheduler, reason, fields, words
+):
+    facts = healthy3(**spec)
+    facts["pods"] = [made_from({}, i) for i in range(3)]
+    facts["pods"][1] = on_new_pod(facts, 1, **status)
+    if scheduler:
+        facts["pods"][1] = _unschedulable(facts["pods"][1], scheduler)
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    # Stopped at its first member; the others are not touched, now or while it stays so.
+    assert p["roll"] == [] and p["ended"] == [] and p["heal"] == []
+    assert list(p["halted"]) == ["e-1"] and p["halted"]["e-1"]["reason"] == reason
+    (refusal,) = p["refusals"]
+    assert refusal["reason"] == "RollHalted" and refusal["field"] == ", ".join(fields)
+    assert words in refusal["message"], refusal["message"]
+    assert f"Changed: {', '.join(fields)}." in refusal["message"]
+    assert "(e-0, e-2 keep running as they are)" in refusal["message"]
+    report = ep.report(facts)
+    assert report["phase"] == "Degraded"
+    assert report["conditions"]["Degraded"]["reason"] == "RollHalted"
+    assert report["conditions"]["Progressing"]["reason"] == "RollHalted"
+    assert {"type": "Warning", "reason": "RollHalted", "message": refusal["message"]} in report[
+        "events"
+    ]
+    # Another old member going down meanwhile is not re-made on the spec that cannot run.
+    facts["pods"][2]["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "CrashLoopBackOff"}
+    }
+    facts["pods"][2]["status"]["conditions"][0]["status"] = "False"
+    facts["info"] = info([member(0), member(1, healthy=False), member(2, healthy=False)])
+    assert ep.plan(facts)["ended"] == []
+
+    # The spec set back: the halted member is made again from it at once, on its claim.
+    facts = healthy3()
+    facts["pods"] = [made_from({}, i) for i in range(3)]
+    facts["pods"][1] = on_new_pod(healthy3(**spec), 1, **status)
+    if scheduler:
+        facts["pods"][1] = _unschedulable(facts["pods"][1], scheduler)
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    if ep.healthy_run(facts["pods"][1]):
+        # Up for a moment between two deaths: left alone, and re-made once it is down again.
+        assert p["ended"] == [] and p["roll"] == [] and "RollHalted" not in str(p["refusals"])
+        return
+    assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"], reason
+    assert [r["reason"] for r in p["refusals"]] == (["MemberUnschedulable"] if scheduler else [])
+    assert p["pod_hashes"]["e-1"] == facts["pods"][0]["metadata"]["annotations"][ep.ANN_POD_HASH]
+
+
+def test_setting_the_spec_back_is_not_held_by_the_other_members_own_past():
+    """Set back, the members the roll never touched are on the spec again, made long before
+    the halted member's Pod: a restart of theirs last week, or one crash-looping now, is
+    theirs, not the roll's, and the halted member is made again all the same."""
+    broken = {"pod": {"resources": {"limits": {"memory": "16Mi"}}}}
+    facts = healthy3()
+    facts["pods"] = [made_from({}, i) for i in range(3)]
+    facts["pods"][0]["status"]["containerStatuses"][0]["restartCount"] = 3
+    facts["pods"][0]["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {"reason": "Error", "exitCode": 1}
+    }
+    facts["pods"][1] = on_new_pod(
+        healthy3(**broken), 1, state={"waiting": {"reason": "CrashLoopBackOff"}}, restartCount=2
+    )
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    assert p["halted"] == {} and p["refusals"] == []
+    assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"]
+    # e-2 crash-looping now, for reasons of its own: said, and e-1 still comes back.
+    facts["pods"][2]["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "CrashLoopBackOff"}
+    }
+    facts["pods"][2]["status"]["conditions"][0]["status"] = "False"
+    facts["info"] = info([member(0), member(1, healthy=False), member(2, healthy=False)])
+    p = ep.plan(facts)
+    assert p["halted"] == {} and p["ended"] == ["e-1"]
+    assert [r["reason"] for r in p["refusals"]] == ["MemberCannotRun"]
+
+
+def test_a_restart_settled_again_no_longer_halts():
+    """A member that restarted once (a first start that raced DNS) and then stayed healthy for
+    the whole period is trusted again."""
+    facts = resources_roll()
+    restarted: dict[str, Any] = {
+        "restartCount": 1,
+        "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+    }
+    facts["pods"][1] = on_new_pod(facts, 1, **restarted)
+    facts["info"] = info([member(0), member(1), member(2)])
+    assert list(ep.plan(facts)["halted"]) == ["e-1"]
+    facts["pods"][1] = on_new_pod(facts, 1, healthy_for=30, **restarted)
+    p = ep.plan(facts)
+    assert p["halted"] == {} and p["roll"] == ["e-2"]
+
+
+@pytest.mark.parametrize(
+    ("ready", "healthy", "reason"),
+    [
+        # Any member not Ready or not healthy: none is taken down.
+        ([True, True, False], [True, True, True], "RollBlocked"),
+        ([True, True, True], [True, False, True], "RollBlocked"),
+        ([True, True, True], [True, True, True], ""),
+    ],
+)
+def test_no_member_goes_down_unless_every_member_is_ready_and_healthy(ready, healthy, reason):
+    facts = resources_roll()
+    for i, r in enumerate(ready):
+        facts["pods"][i]["status"]["conditions"][0]["status"] = "True" if r else "False"
+    facts["info"] = info([member(i, healthy=h) for i, h in enumerate(healthy)])
+    p = ep.plan(facts)
+    assert [r["reason"] for r in p["refusals"]] == ([reason] if reason else [])
+    assert p["roll"] == ([] if reason else ["e-1"])
+
+
+@pytest.mark.parametrize(
+    ("status", "fields"),
+    [
+        ({"state": {"waiting": {"reason": "ErrImagePull"}}}, "spec.repository, spec.version"),
+        (
+            {
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+            },
+            "spec.pod.resources",
+        ),
+        ({"state": {"terminated": {"reason": "Error", "exitCode": 2}}}, ""),
+    ],
+)
+def test_a_pod_made_from_the_spec_that_cannot_run_is_said_outside_a_roll(status, fields):
+    """One member (nothing left to roll): its Pod cannot run, and status says why."""
+    facts = healthy3(size=1)
+    facts["claims"] = [claim(0)]
+    facts["pods"] = [on_new_pod(facts, 0, **status)]
+    facts["info"] = {}
+    p = ep.plan(facts)
+    (refusal,) = p["refusals"]
+    assert refusal["reason"] == "MemberCannotRun" and refusal["field"] == fields
+    assert refusal["message"].startswith("e-0's Pod cannot run: ")
+    assert ep.report(facts)["conditions"]["Degraded"]["reason"] == "MemberCannotRun"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "fields"),
+    [
+        ({}, {}, []),
+        ({}, {"version": "3.6.17"}, ["spec.version"]),
+        ({}, {"repository": "r.local/etcd", "version": "3.6.17"},
+         ["spec.repository", "spec.version"]),
+        ({}, {"pod": {"resources": {"limits": {"memory": "1Gi"}}}}, ["spec.pod.resources"]),
+        ({}, {"pod": {"nodeSelector": {"a": "b"}}}, ["spec.pod.nodeSelector"]),
+        ({}, {"pod": {"antiAffinity": "required"}}, ["spec.pod.antiAffinity"]),
+        ({}, {"pod": {"affinity": {"nodeAffinity": {"x": 1}}}}, ["spec.pod.affinity"]),
+        ({}, {"pod": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
+         ["spec.pod.tolerations"]),
+        ({}, {"pod": {"priorityClassName": "high"}}, ["spec.pod.priorityClassName"]),
+        ({}, {"storage": {"size": "1Gi", "quotaBackendBytes": "100Mi"}}, ["spec.storage"]),
+        # What cannot stop a Pod from running is not named.
+        ({}, {"pod": {"labels": {"team": "a"}}}, []),
+    ],
+)  # fmt: skip
+def test_what_a_new_pod_changed_is_told_from_an_old_one(before, after, fields):
+    assert ep.changed_fields(made_from(after, 1), made_from(before, 0)) == fields
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [(None, True), (0, True), (30, True), (3600, True), (-1, False), ("30", False)]
+)
+def test_min_ready_seconds(value, ok):
+    spec = {} if value is None else {"minReadySeconds": value}
+    normalized = ep.normalize_spec(obj(**spec), {})
+    assert [p["field"] for p in normalized["problems"]] == ([] if ok else ["spec.minReadySeconds"])
+    assert normalized["min_ready_seconds"] == (value if ok and value is not None else 30)
 
 
 # --- pause and the report ------------------------------------------------------------------
@@ -1430,7 +1937,15 @@ def test_the_leader_hands_over_to_a_member_already_rolled():
     facts = healthy3(repository="registry.local/etcd")
     facts["info"] = info([member(i) for i in range(3)], leader=1)
     p = ep.plan(facts)
-    assert p["roll"] == ["e-0", "e-2", "e-1"] and p["transferee"] == "e-0"
+    assert p["roll_pending"] == ["e-0", "e-2", "e-1"] and p["roll"] == ["e-0"]
+    # e-0 and e-2 rolled and settled: e-1, the leader, goes last, to one of them.
+    facts["pods"][0] = settled_on(facts, 0)
+    facts["pods"][2] = settled_on(facts, 2)
+    p = ep.plan(facts)
+    assert p["roll"] == ["e-1"] and p["transferee"] == "e-0"
+    # Only e-2 rolled yet: leadership would go to it (not to e-0, still on its old Pod).
+    facts["pods"][0] = pod(0)
+    assert ep.plan(facts)["transferee"] == "e-2"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from ansible.module_utils.etcd_observe import client_material, unschedulable
+from ansible.module_utils import etcd_observe
+from ansible.module_utils.etcd_observe import cannot_run, client_material, unschedulable
 
 from tests.filters import load_filter
 
@@ -16,6 +17,7 @@ backup_plan = load_filter("etcd_backup_plan")
 backup_jobs = load_filter("etcd_backup_jobs")
 restore_plan = load_filter("etcd_restore_plan")
 cluster_plan = load_filter("etcd_plan")
+manifests = load_filter("etcd_manifests")
 
 
 @pytest.mark.parametrize(
@@ -158,3 +160,48 @@ def test_the_look_and_the_role_connect_to_etcd_with_the_same_material(secrets):
         else {}
     )
     assert cluster_plan.tls_client(secrets, obj) == decoded
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"state": {"running": {}}},
+        {"state": {"running": {}}, "restartCount": 1},
+        {
+            "state": {"running": {}},
+            "restartCount": 1,
+            "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+        },
+        {"state": {"waiting": {"reason": "ContainerCreating"}}},
+        {"state": {"waiting": {"reason": "ErrImagePull"}}},
+        {"state": {"waiting": {"reason": "ImagePullBackOff"}}},
+        {"state": {"waiting": {"reason": "InvalidImageName"}}},
+        {"state": {"waiting": {"reason": "CreateContainerConfigError"}}},
+        {
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "restartCount": 3,
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+        },
+        {"state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}},
+        {"state": {"terminated": {"reason": "Completed", "exitCode": 0}}},
+        {},
+    ],
+)
+def test_the_plan_and_the_roll_s_wait_tell_a_pod_that_cannot_run_alike(status):
+    # The roll's wait (module_utils/etcd_observe.py) stops on what the plan halts the roll for.
+    pod = {
+        "metadata": {"name": "e-0"},
+        "status": {"containerStatuses": [{"name": "etcd", **status}]},
+    }
+    halts = cluster_plan.container_trouble(pod) or cluster_plan.restart_trouble(pod)
+    assert bool(cannot_run([pod], "e-0")) == bool(halts)
+
+
+def test_the_plan_and_the_wait_know_the_same_kubelet_reasons():
+    assert cluster_plan.IMAGE_FAILURES == etcd_observe.IMAGE_FAILURES
+    assert cluster_plan.START_FAILURES == etcd_observe.START_FAILURES
+
+
+def test_the_plan_and_the_manifests_mark_pods_under_the_same_names():
+    assert manifests.ANN_HEALTHY_SINCE == cluster_plan.ANN_HEALTHY_SINCE
+    assert manifests.ANN_HEALTHY_RUN == cluster_plan.ANN_HEALTHY_RUN

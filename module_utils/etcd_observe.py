@@ -35,10 +35,11 @@ LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
 NODE_LEASES = "kube-node-lease"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MEMBER_LABEL = "etcd.runbook.io/member"
-# A kubelet renews its Lease every 10 s. A member whose Pod's node has been silent longer has
-# its volume read: the plan counts a node silent for NODE_SILENCE (15 s, etcd_plan.py) as lost,
-# so each member it may judge lost is one whose volume this look read.
-QUESTION_SILENCE = 10
+# A kubelet renews its Lease every 10 s (counted here to the second, so up to 11 s between two
+# renewals). A member whose Pod's node has been silent longer has its volume read: the plan
+# counts a node silent for NODE_SILENCE (15 s, etcd_plan.py) as lost, so each member it may
+# judge lost is one whose volume this look read (tests/unit/test_filter_twins.py).
+QUESTION_SILENCE = 12
 # At most this many Nodes of a volume's affinity are listed, and the facts of at most
 # MAX_VOLUME_NODES of them (the Ready first) kept: a zone of many nodes needs only a few that
 # run to say the volume is not stranded.

@@ -6,7 +6,7 @@ saying the same."""
 from __future__ import annotations
 
 import pytest
-from ansible.module_utils.etcd_observe import unschedulable
+from ansible.module_utils.etcd_observe import QUESTION_SILENCE, unschedulable
 
 from tests.filters import load_filter
 
@@ -71,3 +71,9 @@ def test_the_plan_and_the_wait_read_the_scheduler_alike(conditions):
     # The wait (module_utils/etcd_observe.py) stops on what the plan reports as unschedulable.
     pod = {"metadata": {"name": "e-0"}, "status": {"conditions": conditions}}
     assert unschedulable([pod], "e-0") == cluster_plan.unschedulable(pod)
+
+
+def test_the_look_reads_the_volume_of_every_member_the_plan_may_judge_lost():
+    # A node the look still counts usable is one the plan never counts lost for its silence:
+    # else the plan would judge a member whose volume nobody read (and never move it).
+    assert QUESTION_SILENCE < cluster_plan.NODE_SILENCE

@@ -65,6 +65,15 @@ def kubelet_less_node(
         k8s.kubectl("delete", "node", name, "--wait=false", check=False)
 
 
+def renew(k8s: K8sCluster, name: str, renew_time: str) -> None:
+    """The node's kubelet renews its Lease now (the API server's clock), writing `renew_time`
+    (its own clock)."""
+    body = {"spec": {"renewTime": renew_time}}
+    k8s.kubectl(
+        "-n", "kube-node-lease", "patch", "lease", name, "--type=merge", "-p", json.dumps(body)
+    )
+
+
 def run_there(k8s: K8sCluster, ns: str, pod: dict[str, Any], node: str, ip: str) -> None:
     """Creates `pod` bound to `node` and says it Running at `ip`, as a kubelet would."""
     spec = pod.setdefault("spec", {})

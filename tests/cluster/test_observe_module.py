@@ -16,7 +16,7 @@ import pytest
 
 from tests.ansible_adhoc import run_module
 from tests.filters import load_filter
-from tests.kubelet_less import force_delete, kubelet_less_node, run_there
+from tests.kubelet_less import force_delete, kubelet_less_node, renew, run_there
 
 pytestmark = pytest.mark.cluster
 
@@ -278,7 +278,9 @@ def test_a_look_judges_nodes_on_one_clock_members_by_their_volumes_and_dials_no_
     k8s, ns = k8s_cluster, k8s_namespace
     gone = f"{ns}-gone"
     volumes = [f"{ns}-2", f"{ns}-3"]
-    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    behind = datetime.now(UTC) - timedelta(hours=1)
+    an_hour_ago = behind.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    an_hour_later_still = (behind + timedelta(seconds=20)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with (
         kubelet_less_node(k8s, f"{ns}-ready", ready=True, renew_time=an_hour_ago) as ready,
         kubelet_less_node(k8s, f"{ns}-down", ready=False) as down,
@@ -325,6 +327,8 @@ def test_a_look_judges_nodes_on_one_clock_members_by_their_volumes_and_dials_no_
 
             k8s.wait_for(bound, timeout=60, what="the claims bound to their volumes")
 
+            # The kubelet renews just before the look, its clock still an hour behind.
+            renew(k8s, ready, an_hour_later_still)
             dns = f"obs.{ns}.svc.cluster.local"
             seen = _run(
                 k8s.kubeconfig,
@@ -338,7 +342,7 @@ def test_a_look_judges_nodes_on_one_clock_members_by_their_volumes_and_dials_no_
             # obs-1's node is not Ready: its Pod is never dialled.
             assert sorted(seen["endpoints"]) == ["obs-0"], seen["endpoints"]
             # Silence on the API server's clock: the renewal was stored just now.
-            assert seen["nodes"][ready]["renewed"].startswith(an_hour_ago[:19])
+            assert seen["nodes"][ready]["renewed"] == an_hour_later_still
             assert 0 <= seen["nodes"][ready]["silent_for"] < 10, seen["nodes"][ready]
             assert seen["volumes"]["obs-2-data"]["nodes"] == ["erop-node0"], seen["volumes"]
             assert seen["volumes"]["obs-3-data"]["nodes"] == [], seen["volumes"]

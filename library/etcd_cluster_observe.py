@@ -23,6 +23,7 @@ description:
     none of the Pods it names is being deleted; then looks as usual. When some are still there
     once O(wait_for.timeout) has passed or O(wait_for.stop_file) appeared, it fails with every
     fact of the look. (A Pod being deleted on a lost node never goes, so leave it out.)
+  - A running member Pod whose node this look saw gone or not Ready is never dialled.
   - Never changes anything; runs the same in check mode. RV(secrets) holds Secret data, so
     register it under C(no_log).
 version_added: "0.2.0"
@@ -198,15 +199,24 @@ secrets:
   elements: dict
 nodes:
   description: >-
-    For each node a member Pod was placed on, by name, whether it exists (V(found)), its Ready
-    condition's status and transition time (V(ready), V(ready_since)) and when its Lease was
-    last renewed (V(renewed)); null when Nodes cannot be read.
+    For each node a member Pod was placed on, and each node a volume in RV(volumes) may be
+    mounted on, by name: whether it exists (V(found)), its Ready condition's status and
+    transition time (V(ready), V(ready_since)), when its kubelet last renewed its Lease
+    (V(renewed), the kubelet's clock), for how many seconds it has not (V(silent_for), on the
+    API server's clock: its record of the renewal against its Date header; null when unknown)
+    and when the API server answered (V(read_at)); null when Nodes cannot be read.
   returned: always
   type: dict
-observed_at:
-  description: When the look was taken (UTC, RFC 3339), what node silences are counted from.
+volumes:
+  description: >-
+    By claim name, for the members whose Pod is missing, not placed, or on a node that is gone,
+    not Ready or silent: where the claim's volume can be mounted. V(bound) false while no
+    volume is bound; else V(pv), V(found), and for a volume found V(anywhere) (no node
+    affinity) or V(nodes) (up to five Nodes its affinity admits, the Ready first) and
+    V(pinned) (node names the affinity spells out). Null when Nodes or PersistentVolumes
+    cannot be read.
   returned: always
-  type: str
+  type: dict
 backups:
   description: The EtcdBackups of O(namespace).
   returned: with O(backups)

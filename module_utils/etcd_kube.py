@@ -17,6 +17,8 @@ import json
 import os
 import ssl
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -169,6 +171,9 @@ class KubeReader:
                 context.load_cert_chain(creds.cert_file, creds.key_file)
             kwargs["ssl_context"] = context
         self.http = urllib3.PoolManager(num_pools=1, maxsize=1, **kwargs)
+        # The API server's clock at its last answer (its Date header, RFC 3339 UTC; '' before
+        # one): durations between its own timestamps are measured on one clock.
+        self.date = ""
 
     def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any] | None:
         """The object at `path`, or None when it does not exist."""
@@ -177,6 +182,7 @@ class KubeReader:
             response = self.http.request("GET", url, headers=self.headers)
         except urllib3.exceptions.HTTPError as exc:
             raise KubeError(f"API server {self.server} unreachable: {exc}") from exc
+        self.date = http_date(response.headers.get("Date"))
         if response.status == 404:
             return None
         try:
@@ -228,6 +234,15 @@ class KubeReader:
         return [
             {"apiVersion": api_version, "kind": kind, **item} for item in body.get("items") or []
         ]
+
+
+def http_date(value: str | None) -> str:
+    """An HTTP Date header as RFC 3339 UTC ("2026-11-25T10:00:00Z"); '' when there is none."""
+    try:
+        when = parsedate_to_datetime(value or "")
+    except (TypeError, ValueError):
+        return ""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when.tzinfo else ""
 
 
 def namespaced(group_version: str, namespace: str, plural: str, name: str = "") -> str:

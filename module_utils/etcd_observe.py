@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any
 from urllib.parse import quote
@@ -33,9 +33,18 @@ CLIENT_PORT = 2379
 BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
 NODE_LEASES = "kube-node-lease"
-# Set on a claim by the scheduler when its volume binds on first use: a node-local volume
-# stays on that node.
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MEMBER_LABEL = "etcd.runbook.io/member"
+# A kubelet renews its Lease every 10 s (counted here to the second, so up to 11 s between two
+# renewals). A member whose Pod's node has been silent longer has its volume read: the plan
+# counts a node silent for NODE_SILENCE (15 s, etcd_plan.py) as lost, so each member it may
+# judge lost is one whose volume this look read (tests/unit/test_filter_twins.py).
+QUESTION_SILENCE = 12
+# At most this many Nodes of a volume's affinity are listed, and the facts of at most
+# MAX_VOLUME_NODES of them (the Ready first) kept: a zone of many nodes needs only a few that
+# run to say the volume is not stranded.
+MAX_LISTED_NODES = 100
+MAX_VOLUME_NODES = 5
 # While members are awaited, only their Pods and their own status are read this often; the
 # whole look is taken again once they answer.
 PROBE_INTERVAL = 0.5
@@ -66,6 +75,26 @@ def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def dialable(pods: list[dict[str, Any]], nodes: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The running Pods (see running) whose node this look saw exist and Ready: a Pod on a node
+    that is gone or not Ready is never dialled. Its address may by now be another Pod's on a
+    node that came back, and with TLS off whoever answers there would be taken at its word.
+    Every running Pod when Nodes cannot be read."""
+    if nodes is None:
+        return running(pods)
+    return [
+        pod
+        for pod in running(pods)
+        if (node := nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))) is None
+        or (node.get("found") and node.get("ready") == "True")
+    ]
+
+
+def pods_to_dial(observer: Observer, nodes: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The member Pods read again, those on nodes not seen Ready left out (dialable)."""
+    return dialable(observer.pods(), nodes)
+
+
 def leaving(pods: list[dict[str, Any]]) -> list[str]:
     """Names of the Pods being deleted."""
     return sorted(
@@ -75,19 +104,152 @@ def leaving(pods: list[dict[str, Any]]) -> list[str]:
     )
 
 
-def node_facts(node: dict[str, Any] | None, lease: dict[str, Any] | None) -> dict[str, Any]:
-    """A node as the plan judges it: whether it exists, its Ready condition and since when, and
-    when its kubelet last renewed its Lease (every 10 s while it runs)."""
+def renewed_at(lease: dict[str, Any] | None) -> str:
+    """When the API server stored the last renewal of a node's Lease, on its own clock: the time
+    of the managedFields entry that owns spec.renewTime (the API server sets it when that
+    writer changes a field). '' when the Lease or its entry is missing."""
+    times = [
+        str(entry.get("time") or "")
+        for entry in ((lease or {}).get("metadata") or {}).get("managedFields") or []
+        if "f:renewTime" in (((entry.get("fieldsV1") or {}).get("f:spec")) or {})
+    ]
+    return max(times, default="")
+
+
+def seconds_between(earlier: str, later: str) -> float | None:
+    """Seconds from one RFC 3339 time to another; None when either is missing or bad."""
+    try:
+        start = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(later.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return (end - start).total_seconds()
+
+
+def node_facts(
+    node: dict[str, Any] | None, lease: dict[str, Any] | None, read_at: str
+) -> dict[str, Any]:
+    """A node as the plan judges it: whether it exists, its Ready condition and since when, when
+    its kubelet last renewed its Lease (`renewed`, the kubelet's clock), how long ago that was
+    on the API server's clock (`silent_for`: from the API server's record of the renewal to its
+    Date header when the Lease was read at `read_at`; None when unknown), and `read_at`.
+    Never the kubelet's clock against another one: a skewed node would look silent."""
     if node is None:
-        return {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""}
+        return {
+            "found": False,
+            "ready": "Unknown",
+            "ready_since": "",
+            "renewed": "",
+            "silent_for": None,
+            "read_at": read_at,
+        }
     conditions = (node.get("status") or {}).get("conditions") or []
     ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    silent = seconds_between(renewed_at(lease), read_at)
     return {
         "found": True,
         "ready": str(ready.get("status") or "Unknown"),
         "ready_since": str(ready.get("lastTransitionTime") or ""),
         "renewed": str(((lease or {}).get("spec") or {}).get("renewTime") or ""),
+        "silent_for": None if silent is None else max(0.0, silent),
+        "read_at": read_at,
     }
+
+
+def usable(node: dict[str, Any] | None) -> bool:
+    """A node a member can run on as far as this look can tell: it exists, is Ready, and its
+    kubelet was heard from within QUESTION_SILENCE. Stricter than the plan's test of a lost
+    node (NODE_SILENCE), so every member the plan may judge has its volume read."""
+    if not node or not node.get("found") or node.get("ready") != "True":
+        return False
+    silent = node.get("silent_for")
+    return silent is None or silent <= QUESTION_SILENCE
+
+
+# --- where a volume can go -------------------------------------------------------------------
+
+
+def _requirement_matches(req: dict[str, Any], value: str | None) -> bool:
+    """One node selector requirement against a node's label (or field) value, None when the
+    node has no such label; Kubernetes' semantics (an unknown operator matches nothing)."""
+    op, values = req.get("operator"), [str(v) for v in req.get("values") or []]
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
+    """Whether `node` satisfies one nodeSelectorTerm (all its requirements); an empty term
+    matches no node, as in Kubernetes."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    name = str(meta.get("name") or "")
+    return all(_requirement_matches(r, labels.get(r.get("key"))) for r in exprs) and all(
+        _requirement_matches(r, name if r.get("key") == "metadata.name" else None) for r in fields
+    )
+
+
+def term_query(term: dict[str, Any]) -> dict[str, str]:
+    """A LIST query that narrows Nodes to those a term may match (what a label or field
+    selector can say; term_matches decides)."""
+    parts = []
+    for r in term.get("matchExpressions") or []:
+        key, op, values = r.get("key"), r.get("operator"), r.get("values") or []
+        if op == "In" and values:
+            parts.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn" and values:
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            parts.append(str(key))
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    query = {"limit": str(MAX_LISTED_NODES)}
+    if parts:
+        query["labelSelector"] = ",".join(parts)
+    names = [
+        r.get("values") or []
+        for r in term.get("matchFields") or []
+        if r.get("key") == "metadata.name" and r.get("operator") == "In"
+    ]
+    if len(names) == 1 and len(names[0]) == 1:
+        query["fieldSelector"] = f"metadata.name={names[0][0]}"
+    return query
+
+
+def pinned_names(terms: list[dict[str, Any]]) -> list[str]:
+    """The node names a node-local volume's affinity spells out (kubernetes.io/hostname or
+    metadata.name In ...): what to name when none of them exists any more."""
+    names: list[str] = []
+    for term in terms:
+        for r in (term.get("matchExpressions") or []) + (term.get("matchFields") or []):
+            if r.get("key") in (HOSTNAME_LABEL, "metadata.name") and r.get("operator") == "In":
+                names.extend(str(v) for v in r.get("values") or [])
+    return sorted(set(names))
+
+
+def volume_terms(pv: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The node selector terms a PersistentVolume's nodes must satisfy; None when any node
+    may mount it (no required node affinity)."""
+    required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")) or None
+    if required is None:
+        return None
+    return list(required.get("nodeSelectorTerms") or [])
 
 
 def unschedulable(pods: list[dict[str, Any]], member: str) -> str:
@@ -212,31 +374,103 @@ class Observer:
     def pods(self) -> list[Any]:
         return self.listed("v1", "pods", "Pod", self.selector)
 
-    def nodes_of(
-        self, pods: list[dict[str, Any]], claims: list[dict[str, Any]]
-    ) -> dict[str, Any] | None:
-        """What the plan needs of each node a member Pod was placed on, or the scheduler picked
-        for a member's claim (node_facts), by node name; None when Nodes cannot be read (the
-        namespaced install), so no member is ever judged by a node nobody could see."""
-        placed = {str((p.get("spec") or {}).get("nodeName") or "") for p in pods}
-        picked = {
-            str(((c.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) or "")
-            for c in claims
-        }
-        names = sorted((placed | picked) - {""})
-        seen: dict[str, Any] = {}
+    def node(self, name: str, node: dict[str, Any] | None = None) -> dict[str, Any]:
+        """node_facts of one node, read with its Lease (the Node too unless given)."""
+        if node is None:
+            node = self.reader.get(f"/api/v1/nodes/{quote(name, safe='')}")
+        lease = self.reader.get(namespaced(LEASE_GROUP_VERSION, NODE_LEASES, "leases", name))
+        return node_facts(node, lease, self.reader.date)
+
+    def nodes_of(self, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """What the plan needs of each node a member Pod was placed on (node_facts), by node
+        name; None when Nodes cannot be read (the namespaced install), so no member is ever
+        judged by a node nobody could see."""
+        names = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""})
         try:
-            for name in names:
-                node = self.reader.get(f"/api/v1/nodes/{quote(name, safe='')}")
-                lease = self.reader.get(
-                    namespaced(LEASE_GROUP_VERSION, NODE_LEASES, "leases", name)
-                )
-                seen[name] = node_facts(node, lease)
+            return {name: self.node(name) for name in names}
         except KubeError as error:
             if error.reason == "Forbidden":
                 return None
             raise
-        return seen
+
+    def admitted(self, terms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The Nodes that satisfy one of `terms` (a volume's node affinity), the Ready first."""
+        found: dict[str, dict[str, Any]] = {}
+        for term in terms:
+            query = term_query(term)
+            try:
+                body = self.reader.get("/api/v1/nodes", query) or {}
+            except KubeError as error:
+                if error.reason == "Forbidden":
+                    raise
+                # A selector the API server does not take: every node, judged here.
+                body = self.reader.get("/api/v1/nodes", {"limit": query["limit"]}) or {}
+            for node in body.get("items") or []:
+                if term_matches(term, node):
+                    found[str(node["metadata"]["name"])] = node
+
+        def rank(node: dict[str, Any]) -> tuple[bool, str]:
+            return node_facts(node, None, "")["ready"] != "True", str(node["metadata"]["name"])
+
+        return sorted(found.values(), key=rank)
+
+    def volume(self, claim: dict[str, Any], nodes: dict[str, Any]) -> dict[str, Any]:
+        """Where a claim's volume can be mounted: {bound} while no volume is bound; else
+        {bound, pv, found} and, for a volume found, `anywhere` (no node affinity) or the
+        `nodes` its affinity admits (at most MAX_VOLUME_NODES, the Ready first; their facts
+        added to `nodes`) and the node names it `pinned`."""
+        name = str((claim.get("spec") or {}).get("volumeName") or "")
+        if not name:
+            return {"bound": False}
+        pv = self.reader.get(f"/api/v1/persistentvolumes/{quote(name, safe='')}")
+        if pv is None:
+            return {"bound": True, "pv": name, "found": False}
+        terms = volume_terms(pv)
+        if terms is None:
+            return {"bound": True, "pv": name, "found": True, "anywhere": True}
+        admitted = self.admitted(terms)[:MAX_VOLUME_NODES]
+        for node in admitted:
+            node_name = str(node["metadata"]["name"])
+            if node_name not in nodes:
+                nodes[node_name] = self.node(node_name, node)
+        return {
+            "bound": True,
+            "pv": name,
+            "found": True,
+            "anywhere": False,
+            "nodes": [str(n["metadata"]["name"]) for n in admitted],
+            "pinned": pinned_names(terms),
+        }
+
+    def volumes_of(
+        self, pods: list[dict[str, Any]], claims: list[dict[str, Any]], nodes: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Where the volume of each member's claim can go (volume), by claim name, for the
+        members whose Pod is missing, not placed, or on a node that is not usable: the others
+        run where they are. None when PersistentVolumes or Nodes cannot be read: no member is
+        then judged by where its volume can go."""
+        placed = {
+            str((p.get("metadata") or {}).get("name") or ""): str(
+                (p.get("spec") or {}).get("nodeName") or ""
+            )
+            for p in pods
+        }
+        volumes: dict[str, Any] = {}
+        try:
+            for claim in claims:
+                meta = claim.get("metadata") or {}
+                member = str((meta.get("labels") or {}).get(MEMBER_LABEL) or "") or str(
+                    meta.get("name") or ""
+                ).removesuffix("-data")
+                node = placed.get(member, "")
+                if node and usable(nodes.get(node)):
+                    continue
+                volumes[str(meta.get("name") or "")] = self.volume(claim, nodes)
+        except KubeError as error:
+            if error.reason == "Forbidden":
+                return None
+            raise
+        return volumes
 
     def kubernetes(self) -> dict[str, Any]:
         sel = self.selector
@@ -247,7 +481,12 @@ class Observer:
             "budgets": self.listed("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", sel),
             "secrets": [],
         }
-        facts["nodes"] = self.nodes_of(facts["pods"], facts["claims"])
+        facts["nodes"] = self.nodes_of(facts["pods"])
+        facts["volumes"] = (
+            None
+            if facts["nodes"] is None
+            else self.volumes_of(facts["pods"], facts["claims"], facts["nodes"])
+        )
         if self.secret_selector is not None and self.secret_names is not None:
             facts["secrets"] = self.named_secrets(self.secret_names, self.secret_selector)
         elif self.secret_selector is not None:
@@ -506,7 +745,6 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     while True:
-        observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()
         result: dict[str, Any] = {
             **facts,
@@ -514,10 +752,9 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             "addresses": {},
             "forward_failed": {},
         }
-        result["observed_at"] = observed_at
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):
-            result.update(reach(etcd, forwarder, facts["pods"]))
+            result.update(reach(etcd, forwarder, dialable(facts["pods"], facts["nodes"])))
             tls = (
                 tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
                 if etcd.get("tls")
@@ -576,7 +813,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             time.sleep(PROBE_INTERVAL)
             continue
         probe_until_answering(
-            observer.pods,
+            partial(pods_to_dial, observer, facts["nodes"]),
             partial(reach, etcd, forwarder),
             partial(answering, tls=tls, members=waiting),
             waiting,

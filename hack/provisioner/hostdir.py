@@ -5,7 +5,10 @@ Level-triggered: every PVC or PV event (and a resync every 30 s) reconciles ever
 
 - a Pending claim of our StorageClass whose Pod was scheduled (WaitForFirstConsumer sets
   `volume.kubernetes.io/selected-node`) gets a `local` PV pre-bound to it, backed by
-  VOLUMES/<pv-name>, with node affinity to the selected node;
+  VOLUMES/<pv-name>, with node affinity to the selected node; with the class parameter
+  `reach: any`, affinity that every node satisfies instead (`kubernetes.io/os In [linux]`):
+  every node's kubelet sees VOLUMES on this one machine, so the volume is one any node can
+  mount, as a zonal cloud disk is within its zone;
 - a Released PV of ours with reclaim policy Delete loses its directory, then the PV;
 - a bound claim asking for more than its PV holds is grown (a directory has no size, so
   growing is bookkeeping: PV capacity, then the claim's status).
@@ -91,7 +94,11 @@ class Provisioner:
         path = self.volumes / pv_name
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o777)  # pods of any user may write, as on a fresh disk
-        affinity = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        affinity = (
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+            if (sc.get("parameters") or {}).get("reach") == "any"
+            else {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        )
         pv: Obj = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",

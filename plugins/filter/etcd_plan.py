@@ -14,14 +14,17 @@ table-driven unit tests (tests/unit/test_etcd_plan.py), including the ones that 
   a member that answers for another cluster, or as another member than its claim records,
   is fenced;
 * learners first, one membership change at a time, the leader last;
-* a member on a lost node is waited for, then replaced: removed from etcd before its Pod is
-  deleted, so it never comes back as a member when its node does.
+* a member on a lost node is waited for, then made again on its own volume where another node
+  can mount it, else replaced: removed from etcd before its Pod is deleted, so it never comes
+  back as a member when its node does.
 
 `facts` holds: `object` (the EtcdCluster), `pods`, `claims`, `info` (etcd_cluster_info's
 result, {} when no member answered), `info_error`, `endpoints` (member name -> the URL this
 run reaches it at), `tls` (what the TLS Secrets look like, never their data), `nodes` (each
-member Pod's node: found, Ready, its Lease's last renewal; None when Nodes cannot be read),
-`observed_at` (when the look was taken) and `options` (the role's settings).
+member Pod's node, and the nodes their volumes admit: found, Ready, how long its kubelet has
+been silent; None when Nodes cannot be read), `volumes` (where the volume of a member that no
+usable node runs can be mounted, by claim name; None when PersistentVolumes cannot be read)
+and `options` (the role's settings).
 """
 
 from __future__ import annotations
@@ -60,8 +63,6 @@ ANN_POD_HASH = f"{GROUP}/pod-hash"
 # startedAt of the container and lastTransitionTime of Ready, compared, never subtracted).
 ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
 ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
-# Set on a claim by the scheduler when a volume binds on first use (WaitForFirstConsumer).
-ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_MEMBER = f"{GROUP}/member"
 LABEL_VERSION = f"{GROUP}/version"
@@ -1205,7 +1206,8 @@ class _Observed:
         self.info_error = str(facts.get("info_error") or "")
         # None: Nodes could not be read, and no member is judged by its node.
         self.nodes = facts.get("nodes")
-        self.observed_at = str(facts.get("observed_at") or "")
+        # None: PersistentVolumes could not be read, and no member is judged by its volume.
+        self.volumes = facts.get("volumes")
 
     def member_at(self, endpoint: str) -> str:
         return self.endpoint_names.get(endpoint) or (
@@ -1224,47 +1226,115 @@ def run_state(o: _Observed) -> str:
     return "stopped" if o.recorded_id or (o.claims and not o.restore) else "new"
 
 
-def member_node(pod: dict[str, Any] | None, claim: dict[str, Any] | None) -> str:
-    """The node a member lives on: its Pod's, else (no Pod, or one not placed) the node the
-    scheduler picked for its claim, where a node-local volume stays. The observe module reads
-    the Nodes of both."""
-    placed = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
-    return placed or str(annotations_of(claim).get(ANN_SELECTED_NODE) or "")
+def node_state(node: dict[str, Any]) -> tuple[bool, float | None, str]:
+    """(lost, seconds lost, how) of a node as the observe module saw it: gone (None: nothing
+    to wait for), silent (its kubelet has not renewed its Lease for NODE_SILENCE seconds,
+    counted on the API server's clock: Kubernetes counts it Ready for 35 s more), or not Ready.
+    A not-Ready node whose kubelet still renews (it says so itself) counts from its Ready
+    condition's change to its latest renewal, both on the kubelet's clock. No duration is ever
+    one machine's clock against another's: a skewed kubelet would look silent, or never."""
+    if not node.get("found"):
+        return True, None, "no longer exists"
+    ready = node.get("ready") == "True"
+    silent = node.get("silent_for")
+    if silent is not None and silent > NODE_SILENCE:
+        state = "has stopped renewing its Lease" if ready else "is not Ready"
+        return True, float(silent), f"{state} ({int(silent)} s without word from its kubelet)"
+    if ready:
+        return False, 0.0, ""
+    since = str(node.get("ready_since") or "")
+    if silent is not None:
+        kubelet = _seconds_between(since, str(node.get("renewed") or ""))
+        seconds = None if kubelet is None else kubelet + silent
+    else:
+        # No Lease to count on: from the condition's change (its writer's clock) to the API
+        # server's answer.
+        seconds = _seconds_between(since, str(node.get("read_at") or ""))
+    # Unmeasurable: lost, but never due (a replacement is not made on a guess).
+    return True, max(0.0, seconds or 0.0), "is not Ready"
+
+
+def _usable(o: _Observed, name: str) -> bool:
+    node = (o.nodes or {}).get(name)
+    return node is not None and not node_state(node)[0]
+
+
+def volume_can_go(o: _Observed, volume: dict[str, Any] | None, but: str = "") -> bool | None:
+    """Whether a member's volume (the observe module's `volumes` entry) can be mounted on a
+    usable node other than `but`: a volume any node can mount can, one bound to no volume yet
+    goes where its class puts it, one whose PersistentVolume is gone cannot. None when
+    unknown (PersistentVolumes not readable)."""
+    if volume is None:
+        return None
+    if not volume.get("bound") or volume.get("anywhere"):
+        return True
+    if not volume.get("found"):
+        return False
+    return any(_usable(o, n) for n in volume.get("nodes") or [] if n != but)
 
 
 def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
-    """Members etcd does not count healthy whose Pod's node is gone, not Ready, or silent (its
-    kubelet has not renewed the node's Lease for NODE_SILENCE seconds: Kubernetes counts it
-    Ready for 50 s more), by name: {node, seconds (since the kubelet was last heard of; None
-    when unknown), why}. A node Ready and heard from lately is not lost, whatever etcd says
-    (its member is healed as any other), nor is one nobody could read."""
+    """Members etcd does not count healthy that no node runs, by name: {node, seconds (lost
+    for; None when there is nothing to wait for), why, movable}.
+
+    A member whose Pod is placed is lost when that node is gone, silent or not Ready
+    (node_state); `movable` then says whether its volume can be mounted on another node that
+    is usable (a volume any node can mount, or one whose affinity admits such a node). A member
+    whose Pod is gone, or not placed, is lost only when its volume can be mounted on no
+    usable node: judged by the bound PersistentVolume's node affinity, never by the node the
+    claim was first scheduled to (`volume.kubernetes.io/selected-node`, which nothing updates
+    once a node is rotated out). A node Ready and heard from lately is not lost, whatever etcd
+    says; nor is a member whose volume nobody could read judged by its volume."""
     if o.nodes is None or not o.known:
         return {}
     losses: dict[str, dict[str, Any]] = {}
     for name in sorted(set(o.pods) | set(o.live_claims)):
-        node_name = member_node(o.pods.get(name), o.live_claims.get(name))
-        node = o.nodes.get(node_name) if node_name else None
-        if node is None or member_healthy(o.info, name):
+        if member_healthy(o.info, name):
             continue
-        if not node.get("found"):
+        claim = o.live_claims.get(name)
+        volume = (
+            None
+            if o.volumes is None or claim is None
+            else o.volumes.get(str(_meta(claim).get("name") or ""))
+        )
+        placed = str(((o.pods.get(name) or {}).get("spec") or {}).get("nodeName") or "")
+        if placed:
+            node = o.nodes.get(placed)
+            if node is None:
+                continue
+            lost, seconds, how = node_state(node)
+            if lost:
+                losses[name] = {
+                    "node": placed,
+                    "seconds": seconds,
+                    "why": f"its node {placed} {how}",
+                    "movable": bool(volume_can_go(o, volume, but=placed)),
+                }
+            continue
+        if volume is None or volume_can_go(o, volume) is not False:
+            continue
+        admitted = list(volume.get("nodes") or [])
+        if not admitted:
+            pinned = list(volume.get("pinned") or [])
             losses[name] = {
-                "node": node_name,
+                "node": pinned[0] if pinned else "",
                 "seconds": None,
-                "why": f"its node {node_name} no longer exists",
+                "why": f"its node {pinned[0]} no longer exists"
+                if len(pinned) == 1
+                else f"no node its volume {volume.get('pv') or ''} can be mounted on exists",
+                "movable": False,
             }
             continue
-        heard = str(node.get("renewed") or node.get("ready_since") or "")
-        seconds = _seconds_between(heard, o.observed_at)
-        ready = node.get("ready") == "True"
-        # Ready, and its kubelet heard from lately (or no Lease to tell): not lost.
-        if ready and (not node.get("renewed") or seconds is None or seconds <= NODE_SILENCE):
-            continue
-        silence = f"{int(seconds)} s without word from its kubelet" if seconds is not None else ""
-        state = "has stopped renewing its Lease" if ready else "is not Ready"
+        states = [(n, node_state(o.nodes.get(n) or {})) for n in admitted]
+        known = [s[1] for _, s in states if s[1] is not None]
+        first, (_, _, how) = states[0]
         losses[name] = {
-            "node": node_name,
-            "seconds": seconds,
-            "why": f"its node {node_name} {state}" + (f" ({silence})" if silence else ""),
+            "node": first,
+            "seconds": min(known) if known else None,
+            "why": f"its volume's node {first} {how}"
+            if len(admitted) == 1
+            else f"no node its volume can be mounted on is usable ({first} {how})",
+            "movable": False,
         }
     return losses
 
@@ -1684,10 +1754,23 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         for n, p in o.pods.items()
         if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not member_healthy(o.info, n)
     )
-    # Members whose node is gone or not Ready: their Pods are neither waited for nor re-made
-    # (no kubelet would confirm either); the member is replaced once the node has been lost
-    # for spec.nodeLossTimeout, and only then is its Pod deleted for good.
+    # Members no node runs: a Pod on a lost node is not waited for (no kubelet would confirm
+    # it gone). Once the node has been lost for spec.nodeLossTimeout, a member whose volume
+    # another node can mount is moved: its Pod deleted at once and made again on its own claim
+    # (the same member: no membership change, so no quorum needed); else it is replaced. With
+    # a timeout of 0 none is moved or replaced, and a member without a Pod gets it back, to
+    # wait on its own volume for its node (heal in place).
     node_lost = node_losses(o)
+    timeout = spec["node_loss_timeout"]
+    moved = sorted(
+        n
+        for n, loss in node_lost.items()
+        if loss["movable"]
+        and _node_loss_due(loss, timeout)
+        and n in o.pods
+        and n in o.live_claims
+        and n not in o.restoring
+    )
     # The member Pods that stand (not going, not lost with their node or their data): made
     # from the spec as it is now, or from an earlier one (a roll not over, or not begun).
     standing = [
@@ -1760,10 +1843,10 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     heal = sorted(
         n
         for n in o.live_claims
-        if (n not in o.pods or n in ended)
+        if (n not in o.pods or n in ended or n in moved)
         and n not in lost_data
         and n not in o.restoring
-        and n not in node_lost
+        and (n not in node_lost or n in moved or (timeout == 0 and n not in o.pods))
     )
 
     fence = _fence(o) if o.known or o.info.get("views") else []
@@ -1823,12 +1906,12 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         due = [
             (n, loss)
             for n, loss in sorted(node_lost.items())
-            if n in o.by_name and _node_loss_due(loss, spec["node_loss_timeout"])
+            if n in o.by_name and not loss["movable"] and _node_loss_due(loss, timeout)
         ]
         if due and not replace:
             n, loss = due[0]
             past = (
-                f", past spec.nodeLossTimeout ({spec['node_loss_timeout']} s)"
+                f", past spec.nodeLossTimeout ({timeout} s)"
                 if loss["seconds"] is not None
                 else ": there is no node left to wait for"
             )
@@ -1915,7 +1998,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
 
     marks = rolled["marks"]
     if o.hands_off:
-        heal, ended, fence, record, relabel, marks = [], [], [], [], [], []
+        heal, ended, moved, fence, record, relabel, marks = [], [], [], [], [], [], []
         stale, replace, lost, promote, add, remove, roll = [], [], [], [], [], [], []
     # No member Pod is made that would mount a TLS Secret not fit to mount (tls_plan): one
     # missing, or a user's not labelled for the cluster. Healing, re-creating, adding,
@@ -1951,6 +2034,13 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "bootstrap_record": bootstrap_record,
         "heal": heal,
         "ended": ended,
+        "moved": moved,
+        # Members an agreeing quorum no longer lists: their Pods may go at once (grace period
+        # 0), as no kubelet may be there to confirm a graceful end and the process, if its
+        # node comes back, is no member any more.
+        "unlisted": sorted(n for n in set(o.pods) | set(o.claims) if n not in o.by_name)
+        if o.trusted
+        else [],
         "leaving": leaving,
         "fence": fence,
         "record": record,
@@ -2082,6 +2172,12 @@ def _roll_note(o: _Observed, p: dict[str, Any]) -> str:
     )
 
 
+def _node_loss_remedy(loss: dict[str, Any]) -> str:
+    if loss["movable"]:
+        return "made again on its own volume on another node"
+    return "replaced"
+
+
 def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float | None:
     """When the run wants to look again though no event may come: a member etcd has yet to
     count healthy behind its Ready Pod, or a lost node's member coming due for replacement."""
@@ -2185,7 +2281,8 @@ def report(
         d_message = "; ".join(
             f"{n}: {loss['why']}"
             + (
-                f", replaced after {timeout} s (spec.nodeLossTimeout) unless it returns"
+                f", {_node_loss_remedy(loss)} after {timeout} s (spec.nodeLossTimeout) unless "
+                "it returns"
                 if timeout
                 else ", waited for (spec.nodeLossTimeout is 0)"
             )

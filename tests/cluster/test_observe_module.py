@@ -9,11 +9,14 @@ import json
 import os
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.ansible_adhoc import run_module
+from tests.filters import load_filter
+from tests.kubelet_less import force_delete, kubelet_less_node, renew, run_there
 
 pytestmark = pytest.mark.cluster
 
@@ -212,3 +215,156 @@ def test_a_stop_file_ends_a_wait_that_would_last_minutes(
         if waiting_on == "pods_gone":
             unhold = '{"metadata":{"finalizers":null}}'
             k8s_cluster.kubectl("-n", ns, "patch", "pod", "obs-0", "--type=merge", "-p", unhold)
+
+
+def _member_info(names: list[str], ns: str) -> dict:
+    """What etcd_cluster_info answers for a cluster whose members `names` are all down."""
+    members = [
+        {
+            "id": f"{i + 1:x}",
+            "name": name,
+            "peer_urls": [f"https://{name}.obs.{ns}.svc.cluster.local:2380"],
+            "client_urls": [],
+            "is_learner": False,
+            "healthy": False,
+        }
+        for i, name in enumerate(names)
+    ]
+    quorum = {"voters": len(names), "healthy_voters": 0, "needed": len(names) // 2 + 1}
+    return {
+        "cluster_id": "c1d",
+        "members": members,
+        "leader": None,
+        "quorum": {**quorum, "ok": False},
+        "status": [],
+        "views": [],
+        "alarms": [],
+    }
+
+
+def _static_volume(name: str, node: str, claim: str, ns: str) -> dict:
+    """A PersistentVolume pre-bound to `claim`, mountable only on `node` (by its hostname)."""
+    term = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Mi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": "/nonexistent"},
+            "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+
+
+def test_a_look_judges_nodes_on_one_clock_members_by_their_volumes_and_dials_no_lost_pod(
+    k8s_cluster, k8s_namespace
+):
+    """Issue 23, items 6 and 8 on a real API server, with two nodes no kubelet serves
+    (tests/kubelet_less.py): `ready`, whose kubelet's clock is an hour behind (its Lease
+    renewed just now, with a renewTime an hour old), and `down`, Not Ready. obs-0 runs on
+    `ready`, obs-1 on `down`; obs-2 has no Pod and a volume on erop-node0; obs-3 has no Pod
+    and a volume on a node that is gone; both claims still name that node as the scheduler's
+    first pick. The plan, from this look: obs-0 is not lost (its kubelet was heard from,
+    whatever its clock says), obs-2 gets its Pod back on its claim, obs-1 and obs-3 are lost;
+    obs-1, on a node not Ready, is never dialled. (etcd is not really asked: every member is
+    down, and its answer is written here as etcd_cluster_info gives it.)"""
+    k8s, ns = k8s_cluster, k8s_namespace
+    gone = f"{ns}-gone"
+    volumes = [f"{ns}-2", f"{ns}-3"]
+    behind = datetime.now(UTC) - timedelta(hours=1)
+    an_hour_ago = behind.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    an_hour_later_still = (behind + timedelta(seconds=20)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with (
+        kubelet_less_node(k8s, f"{ns}-ready", ready=True, renew_time=an_hour_ago) as ready,
+        kubelet_less_node(k8s, f"{ns}-down", ready=False) as down,
+    ):
+        try:
+            for i, node in ((0, ready), (1, down)):
+                member = {**_labels(), "etcd.runbook.io/member": f"obs-{i}"}
+                pod = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"obs-{i}", "labels": member},
+                    "spec": {"containers": [{"name": "etcd", "image": "example.invalid/e:0"}]},
+                }
+                run_there(k8s, ns, pod, node, f"192.0.2.{10 + i}")
+            for i, (volume, node) in enumerate(zip(volumes, ("erop-node0", gone), strict=True), 2):
+                pv = _static_volume(volume, node, f"obs-{i}-data", ns)
+                k8s.kubectl("create", "-f", "-", input=json.dumps(pv))
+            for i in range(4):
+                spec = {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Mi"}},
+                }
+                if i >= 2:
+                    spec.update(storageClassName="", volumeName=volumes[i - 2])
+                claim = {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": f"obs-{i}-data",
+                        "labels": {**_labels(), "etcd.runbook.io/member": f"obs-{i}"},
+                        # The scheduler's pick when it was first bound: rotated out since.
+                        "annotations": {"volume.kubernetes.io/selected-node": gone},
+                    },
+                    "spec": spec,
+                }
+                _apply(k8s, ns, claim)
+
+            def bound() -> bool:
+                got = k8s.kubectl("-n", ns, "get", "pvc", "-o", "json").stdout
+                phases = {
+                    c["metadata"]["name"]: c["status"]["phase"] for c in json.loads(got)["items"]
+                }
+                return phases["obs-2-data"] == phases["obs-3-data"] == "Bound"
+
+            k8s.wait_for(bound, timeout=60, what="the claims bound to their volumes")
+
+            # The kubelet renews just before the look, its clock still an hour behind.
+            renew(k8s, ready, an_hour_later_still)
+            dns = f"obs.{ns}.svc.cluster.local"
+            seen = _run(
+                k8s.kubeconfig,
+                {
+                    "namespace": ns,
+                    "selector": SELECTOR,
+                    "etcd": {"enabled": True, "dns_suffix": dns, "timeout": 1},
+                },
+            )
+            assert not seen.get("failed"), seen
+            # obs-1's node is not Ready: its Pod is never dialled.
+            assert sorted(seen["endpoints"]) == ["obs-0"], seen["endpoints"]
+            # Silence on the API server's clock: the renewal was stored just now.
+            assert seen["nodes"][ready]["renewed"] == an_hour_later_still
+            assert 0 <= seen["nodes"][ready]["silent_for"] < 10, seen["nodes"][ready]
+            assert seen["volumes"]["obs-2-data"]["nodes"] == ["erop-node0"], seen["volumes"]
+            assert seen["volumes"]["obs-3-data"]["nodes"] == [], seen["volumes"]
+
+            cluster = {
+                "metadata": {"name": "obs", "namespace": ns, "uid": "u"},
+                "spec": {"size": 4, "nodeLossTimeout": "1h"},
+                "status": {"clusterID": "c1d"},
+            }
+            facts = {
+                **seen,
+                "object": cluster,
+                "info": _member_info([f"obs-{i}" for i in range(4)], ns),
+                "options": {"name": "obs", "namespace": ns},
+            }
+            plan = load_filter("etcd_plan").plan(facts)
+            assert sorted(plan["node_lost"]) == ["obs-1", "obs-3"], plan["node_lost"]
+            assert plan["node_lost"]["obs-3"]["why"] == f"its node {gone} no longer exists"
+            # obs-0's Pod is down on a node that runs: made again like any other; obs-2 gets
+            # its Pod back on its own claim.
+            assert plan["heal"] == ["obs-0", "obs-2"], plan["heal"]
+        finally:
+            force_delete(k8s, ns, "obs-0", "obs-1")
+            k8s.kubectl("-n", ns, "delete", "pvc", "--all", "--wait=false", check=False)
+            k8s.kubectl("delete", "pv", *volumes, "--wait=false", check=False)

@@ -20,6 +20,7 @@ from tests.e2e.helpers import (
     condition,
     etcd_cluster,
     etcdctl,
+    events,
     get,
     member_list,
     pods,
@@ -479,3 +480,117 @@ def test_a_standby_operator_takes_over_when_the_leader_s_node_is_lost(
             check=False,
             timeout=320,
         )
+
+
+def test_a_rotation_of_two_nodes_brings_the_members_back_on_their_own_volumes(
+    three_nodes: list[str], k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """Issue 23, item 6. Volumes any node can mount (StorageClass erop-shared, as cloud disks
+    within a zone). Nodes 1 and 2 are rotated out at once while the cluster is paused: both
+    stopped, node 1's Node deleted (its member's Pod goes with it, and the claim's
+    `selected-node` names a Node that no longer exists), node 2's still there, Not Ready (its
+    member's Pod stays on it). Unpaused, with no quorum: node 1's member gets its Pod back on its
+    own claim at once, and node 2's, past spec.nodeLossTimeout, is moved: its Pod deleted at
+    once and made again on its own claim. Both are the members they were, with their data, on
+    the node left; no member is removed, no claim replaced. Last in the module: it starts the
+    two nodes again."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "rotated"
+    # The operator must outlive the rotation: on node 2, which stays Not Ready, its Pod would
+    # be evicted only after its 300 s toleration.
+    if operator_node(k8s) != "erop-node0":
+        for node in ("erop-node1", "erop-node2"):
+            k8s.kubectl("cordon", node)
+        deployment = f"deployment/{DEPLOYMENT}"
+        k8s.kubectl("-n", NAMESPACE, "rollout", "restart", deployment)
+        k8s.kubectl("-n", NAMESPACE, "rollout", "status", deployment, "--timeout=300s", timeout=320)
+        k8s.wait_for(
+            lambda: (
+                {
+                    p["spec"].get("nodeName")
+                    for p in get(k8s, NAMESPACE, "pods", "-l", SELECTOR)["items"]
+                    if not p["metadata"].get("deletionTimestamp")
+                }
+                == {"erop-node0"}
+            ),
+            timeout=60,
+            interval=2,
+            what="the operator on erop-node0",
+        )
+        for node in ("erop-node1", "erop-node2"):  # (the autouse fixture too, should this fail)
+            k8s.kubectl("uncordon", node)
+    storage = {"size": "1Gi", "storageClassName": "erop-shared"}
+    apply(k8s, ns, etcd_cluster(name, storage=storage, nodeLossTimeout="30s"))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    placed = node_of(k8s, ns, name)
+    assert sorted(placed.values()) == three_nodes, placed
+    ids = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    claims = {c["metadata"]["name"]: c for c in get(k8s, ns, "pvc")["items"]}
+    anywhere = [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
+    for claim in claims.values():
+        pv = get(k8s, ns, "pv", claim["spec"]["volumeName"])
+        terms = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": anywhere}], terms
+    on = {node: member for member, node in placed.items()}
+    survivor, gone, stranded = on["erop-node0"], on["erop-node1"], on["erop-node2"]
+    etcdctl(k8s, ns, survivor, "put", "/nodes/rotated", "kept")
+
+    pause = {"spec": {"paused": True}}
+    k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", json.dumps(pause))
+    k8s.wait_for(
+        lambda: get(k8s, ns, "etcd", name).get("status", {}).get("phase") == "Paused",
+        timeout=60,
+        interval=1,
+        what=f"{name} Paused",
+    )
+    started = time.monotonic()
+    try:
+        run_cluster("node", "stop", "erop-node1", timeout=120)
+        run_cluster("node", "stop", "erop-node2", timeout=120)
+        k8s.kubectl("delete", "node", "erop-node1")
+        # The pod garbage collector deletes the Pods bound to a Node that no longer exists (the
+        # operator's own too, if it ran there: the Deployment makes it again elsewhere).
+        k8s.wait_for(
+            lambda: gone not in [p["metadata"]["name"] for p in get(k8s, ns, "pods")["items"]],
+            timeout=180,
+            interval=2,
+            what=f"the Pod of {gone} gone with its Node",
+        )
+        gone_after = time.monotonic() - started
+        annotations = get(k8s, ns, "pvc", f"{gone}-data")["metadata"]["annotations"]
+        assert annotations["volume.kubernetes.io/selected-node"] == "erop-node1", annotations
+        assert get(k8s, ns, "pod", stranded)["spec"]["nodeName"] == "erop-node2"
+
+        resume = {"spec": {"paused": False}}
+        k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", json.dumps(resume))
+        resumed = time.monotonic()
+        try:
+            obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+        except TimeoutError:
+            said = get(k8s, ns, "etcd", name).get("status", {})
+            print(json.dumps(said.get("conditions"), indent=1))
+            print(k8s.kubectl("-n", ns, "get", "pods,pvc,events", "-o", "wide").stdout)
+            raise
+        back_after = time.monotonic() - resumed
+        print(f"rotated: {gone}'s Pod gone after {gone_after:.1f}s, Available {back_after:.1f}s")
+        # The same members, on their own claims (same uids: none was deleted and made anew),
+        # on the node left.
+        assert {m["name"]: m["id"] for m in obj["status"]["members"]} == ids
+        now = {c["metadata"]["name"]: c for c in get(k8s, ns, "pvc")["items"]}
+        assert {n: c["metadata"]["uid"] for n, c in now.items()} == {
+            n: c["metadata"]["uid"] for n, c in claims.items()
+        }
+        assert set(node_of(k8s, ns, name).values()) == {"erop-node0"}
+        members = member_list(k8s, ns, survivor)
+        assert sorted(format(int(m["ID"]), "x") for m in members) == sorted(ids.values())
+        for member in placed:
+            got = etcdctl(k8s, ns, member, "get", "/nodes/rotated", "--print-value-only")
+            assert got.strip() == "kept", member
+        assert not events(k8s, ns, "MemberRemoved"), events(k8s, ns, "MemberRemoved")
+        restarted = " ".join(e["message"] for e in events(k8s, ns, "MemberRestarted"))
+        assert gone in restarted and stranded in restarted, restarted
+        moved = [e["message"] for e in events(k8s, ns, "MemberMoved")]
+        assert any(m.startswith(f"{stranded}: its node erop-node2 ") for m in moved), moved
+    finally:
+        # The rotated nodes come back (node 1 as a new Node) for what runs after.
+        run_cluster("node", "start", "erop-node1", timeout=300)
+        run_cluster("node", "start", "erop-node2", timeout=300)

@@ -129,11 +129,12 @@ def test_namespaced_mode_grants_the_same_rules_in_the_watched_namespace_only():
     cluster_role = yaml.safe_load((ROOT / "config/rbac/role.yaml").read_text())
     role = one(docs, "Role", ACCOUNT)
     assert role["metadata"]["namespace"] == "etcd-clusters"
-    # Nodes and their Leases (kube-node-lease) are beyond what a Role of the watched namespace
-    # can grant: without them the runbooks judge no member by its node (docs/install.md).
-    beyond = {"nodes", "leases"}
+    # Nodes, their Leases (kube-node-lease) and PersistentVolumes are beyond what a Role of the
+    # watched namespace can grant: without them the runbooks judge no member by its node or
+    # its volume (docs/install.md).
+    beyond = {"nodes", "leases", "persistentvolumes"}
     expected = [r for r in cluster_role["rules"] if not beyond & set(r["resources"])]
-    assert len(expected) == len(cluster_role["rules"]) - 2
+    assert len(expected) == len(cluster_role["rules"]) - 3
     assert role["rules"] == expected, "the two modes must grant the same rules"
     binding = one(docs, "RoleBinding", ACCOUNT)
     assert binding["metadata"]["namespace"] == "etcd-clusters"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ansible.module_utils.etcd_kube import (
     KubeError,
     KubeReader,
     from_kubeconfig,
+    http_date,
     in_cluster,
     kubeconfig_path,
     namespaced,
@@ -165,6 +167,30 @@ def test_reader_answers(api):
     assert denied.value.reason == "Forbidden"
     with pytest.raises(KubeError, match="HTTP 500, not JSON"):
         reader.get("/api/v1/namespaces/n/services")
+
+
+def test_the_reader_keeps_the_api_server_s_time_of_its_last_answer(api):
+    reader = KubeReader(KubeCredentials(server=api), timeout=5)
+    assert reader.date == ""
+    before = datetime.now(UTC).replace(microsecond=0)
+    assert reader.get("/api/v1/nodes/gone") is None  # a 404 is dated too
+    answered = datetime.fromisoformat(reader.date.replace("Z", "+00:00"))
+    assert before <= answered <= datetime.now(UTC)
+
+
+@pytest.mark.parametrize(
+    ("header", "rfc3339"),
+    [
+        ("Wed, 25 Nov 2026 10:00:07 GMT", "2026-11-25T10:00:07Z"),
+        ("Wed, 25 Nov 2026 11:00:07 +0100", "2026-11-25T10:00:07Z"),
+        ("Wed, 25 Nov 2026 10:00:07 -0000", ""),  # no zone said: no time to count on
+        ("yesterday", ""),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_http_dates(header, rfc3339):
+    assert http_date(header) == rfc3339
 
 
 def test_unreachable_and_bad_url():

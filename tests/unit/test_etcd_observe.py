@@ -11,12 +11,12 @@ import pytest
 from ansible.module_utils.etcd_errors import EtcdInputError
 from ansible.module_utils.etcd_kube import KubeError
 from ansible.module_utils.etcd_observe import (
-    SELECTED_NODE,
     Observer,
     ask_etcd,
     awaited,
     cannot_run,
     check,
+    dialable,
     dns_endpoints,
     forward_targets,
     member_healthy,
@@ -25,6 +25,8 @@ from ansible.module_utils.etcd_observe import (
     probe_until_answering,
     running,
     stop_asked,
+    term_matches,
+    term_query,
     tls_files,
     unschedulable,
     wait_pods_gone,
@@ -305,82 +307,330 @@ def test_a_member_pod_no_node_takes_ends_the_wait(conditions, member, said):
     assert unschedulable(pods, member) == said
 
 
-class _Nodes:
-    """Member Pods on nodes, and the Nodes and Leases a GET finds (or a refusal)."""
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+NOW = "2026-11-25T10:00:00Z"
 
-    def __init__(self, objects: dict[str, dict], forbidden: bool = False) -> None:
-        self.objects = objects
+
+def _node(name: str, ready: str = "True", since: str = "", **labels: str) -> dict:
+    condition = {"type": "Ready", "status": ready}
+    if since:
+        condition["lastTransitionTime"] = since
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, condition]},
+    }
+
+
+def _lease(renew_time: str, stored_at: str) -> dict:
+    """A node Lease as the API server returns it: the kubelet wrote renewTime on its own
+    clock; the API server recorded, on its clock, when that writer last changed a field."""
+    return {
+        "metadata": {
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "time": "2026-11-25T09:59:59Z",
+                    "fieldsV1": {"f:metadata": {"f:ownerReferences": {}}},
+                },
+                {
+                    "manager": "kubelet",
+                    "time": stored_at,
+                    "fieldsV1": {"f:spec": {"f:holderIdentity": {}, "f:renewTime": {}}},
+                },
+            ]
+        },
+        "spec": {"renewTime": renew_time},
+    }
+
+
+def _claim(member: str, volume: str = "") -> dict:
+    return {
+        "metadata": {"name": f"{member}-data", "labels": {"etcd.runbook.io/member": member}},
+        "spec": {"volumeName": volume} if volume else {},
+    }
+
+
+def _pv(name: str, *terms: dict) -> dict:
+    spec: dict = {"local": {"path": f"/v/{name}"}}
+    if terms:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": list(terms)}}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _on(key: str, *values: str, op: str = "In") -> dict:
+    return {"matchExpressions": [{"key": key, "operator": op, "values": list(values)}]}
+
+
+class _Cluster:
+    """An API server for the look: member Pods and claims, Nodes (by name, and listed by a
+    label selector of `key in (values)` or by name), their Leases and PersistentVolumes;
+    each answer dated NOW on the API server's clock."""
+
+    def __init__(
+        self,
+        pods: list[dict],
+        claims: list[dict],
+        objects: dict[str, dict],
+        nodes: list[dict] = (),  # type: ignore[assignment]
+        forbidden: tuple[str, ...] = (),
+    ) -> None:
+        self.pods, self.claims, self.objects, self.nodes = pods, claims, objects, list(nodes)
         self.forbidden = forbidden
         self.got: list[str] = []
+        self.date = ""
 
     def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
         if path.endswith("/pods"):
-            return [
-                {"metadata": {"name": "e-0"}, "spec": {"nodeName": "n1"}},
-                {"metadata": {"name": "e-1"}, "spec": {"nodeName": "n1"}},
-                {"metadata": {"name": "e-2"}, "spec": {"nodeName": "gone"}},
-                {"metadata": {"name": "e-3"}, "spec": {}},  # not placed yet
-            ]
+            return self.pods
         if path.endswith("/persistentvolumeclaims"):
-            # A claim whose member has no Pod: its volume's node is read too.
-            return [
-                {"metadata": {"name": "e-4-data", "annotations": {SELECTED_NODE: "n2"}}},
-                {"metadata": {"name": "e-3-data"}},  # not bound yet
-            ]
+            return self.claims
         return []
 
     def get(self, path: str, query: dict[str, str] | None = None) -> dict | None:
-        self.got.append(path)
-        if self.forbidden:
+        self.got.append(path + (f"?{sorted(query.items())}" if query else ""))
+        self.date = NOW
+        if path in self.forbidden or "/" in self.forbidden:
             raise KubeError(f"GET {path}: HTTP 403", reason="Forbidden")
+        if path == "/api/v1/nodes":
+            return {"items": [n for n in self.nodes if _listed(n, query or {})]}
         return self.objects.get(path)
 
 
-N1 = {
-    "status": {
-        "conditions": [
-            {"type": "MemoryPressure", "status": "False"},
-            {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-25T09:00:50Z"},
-        ]
-    }
-}
-N1_LEASE = {"spec": {"renewTime": "2026-11-25T09:00:00.123456Z"}}
+def _listed(node: dict, query: dict[str, str]) -> bool:
+    """The few selectors the tests use: `key in (a,b)` and `metadata.name=x`."""
+    labels = node["metadata"]["labels"]
+    for part in filter(None, query.get("labelSelector", "").split("),")):
+        key, values = part.split(" in (")
+        if labels.get(key) not in values.rstrip(")").split(","):
+            return False
+    field = query.get("fieldSelector", "")
+    return not field or node["metadata"]["name"] == field.removeprefix("metadata.name=")
 
 
-def test_each_node_of_a_member_is_read_once_with_its_lease():
-    reader = _Nodes(
-        {
-            "/api/v1/nodes/n1": N1,
-            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1": N1_LEASE,
-        }
+def _placed(name: str, node: str = "") -> dict:
+    return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}}
+
+
+def test_a_node_s_silence_is_counted_on_the_api_server_s_clock():
+    # The kubelet's clock is an hour behind: its renewTime says nothing about how long ago
+    # it renewed. The API server stored the renewal 3 s before it answered.
+    facts = node_facts(
+        _node("n1"), _lease("2026-11-25T09:00:00.123456Z", "2026-11-25T09:59:57Z"), NOW
     )
-    nodes = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"]
-    assert nodes == {
-        "gone": {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""},
-        "n2": {"found": False, "ready": "Unknown", "ready_since": "", "renewed": ""},
-        "n1": {
-            "found": True,
-            "ready": "Unknown",
-            "ready_since": "2026-11-25T09:00:50Z",
-            "renewed": "2026-11-25T09:00:00.123456Z",
-        },
-    }
-    assert sorted(reader.got).count("/api/v1/nodes/n1") == 1
-
-
-def test_nodes_nobody_may_read_are_unknown_not_lost():
-    # The namespaced install has no right to Nodes: no member is ever judged by its node.
-    reader = _Nodes({}, forbidden=True)
-    assert Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"] is None
-
-
-def test_a_node_without_a_ready_condition_or_lease():
-    assert node_facts({"status": {}}, None) == {
+    assert facts == {
         "found": True,
+        "ready": "True",
+        "ready_since": "",
+        "renewed": "2026-11-25T09:00:00.123456Z",
+        "silent_for": 3.0,
+        "read_at": NOW,
+    }
+    # The API server's clock only: the entry that owns renewTime, not a later one of another
+    # writer, and no silence without the Lease or its record.
+    assert node_facts(_node("n1"), _lease("x", "2026-11-25T09:59:30Z"), NOW)["silent_for"] == 30
+    assert node_facts(_node("n1"), None, NOW)["silent_for"] is None
+    assert node_facts(_node("n1"), {"spec": {"renewTime": NOW}}, NOW)["silent_for"] is None
+    assert node_facts(_node("n1"), _lease(NOW, NOW), "")["silent_for"] is None
+    assert node_facts(None, None, NOW) == {
+        "found": False,
         "ready": "Unknown",
         "ready_since": "",
         "renewed": "",
+        "silent_for": None,
+        "read_at": NOW,
     }
+    assert node_facts({"status": {}}, None, NOW)["ready"] == "Unknown"
+
+
+def test_each_node_of_a_member_pod_is_read_once_with_its_lease():
+    reader = _Cluster(
+        [_placed("e-0", "n1"), _placed("e-1", "n1"), _placed("e-2", "gone")],
+        [],
+        {
+            "/api/v1/nodes/n1": _node("n1", "Unknown", "2026-11-25T09:00:50Z"),
+            f"{LEASES}/n1": _lease("2026-11-25T09:00:00Z", "2026-11-25T09:00:10Z"),
+        },
+    )
+    nodes = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["nodes"]
+    assert sorted(nodes) == ["gone", "n1"]
+    assert nodes["gone"]["found"] is False
+    assert nodes["n1"]["ready_since"] == "2026-11-25T09:00:50Z"
+    assert nodes["n1"]["silent_for"] == 3590.0
+    assert reader.got.count("/api/v1/nodes/n1") == 1
+
+
+# Three members whose claims' volumes are each in a different place.
+ZONE = _on("topology.kubernetes.io/zone", "z1")
+
+
+@pytest.mark.parametrize(
+    ("pods", "claim", "pv", "nodes", "volume", "read"),
+    [
+        # Its Pod runs on a node that is fine: its volume is not read.
+        ([_placed("e-0", "n1")], _claim("e-0", "pv-0"), None, [], None, []),
+        # No Pod: its volume's affinity admits n1 (by its name), which is Ready.
+        (
+            [],
+            _claim("e-0", "pv-0"),
+            _pv("pv-0", _on("kubernetes.io/hostname", "n1")),
+            [_node("n1")],
+            {"nodes": ["n1"], "pinned": ["n1"], "anywhere": False},
+            ["n1"],
+        ),
+        # The node of a node-local volume no longer exists: nowhere to go, and named.
+        (
+            [],
+            _claim("e-0", "pv-0"),
+            _pv("pv-0", _on("kubernetes.io/hostname", "old")),
+            [_node("n1")],
+            {"nodes": [], "pinned": ["old"], "anywhere": False},
+            [],
+        ),
+        # A zonal volume: every node of the zone, the Ready first, at most five.
+        (
+            [_placed("e-0")],
+            _claim("e-0", "pv-0"),
+            _pv("pv-0", ZONE),
+            [
+                _node(
+                    f"n{i}", "Unknown" if i < 3 else "True", **{"topology.kubernetes.io/zone": "z1"}
+                )
+                for i in range(8)
+            ]
+            + [_node("other", **{"topology.kubernetes.io/zone": "z2"})],
+            {"nodes": ["n3", "n4", "n5", "n6", "n7"], "pinned": [], "anywhere": False},
+            ["n3", "n4", "n5", "n6", "n7"],
+        ),
+        # Any node may mount it (no affinity).
+        ([], _claim("e-0", "pv-0"), _pv("pv-0"), [], {"anywhere": True}, []),
+        # Not bound yet, or its volume gone.
+        ([], _claim("e-0"), None, [], {"bound": False}, []),
+        ([], _claim("e-0", "pv-0"), None, [], {"found": False, "pv": "pv-0"}, []),
+    ],
+)
+def test_where_a_member_s_volume_can_go_is_read_for_members_no_usable_node_runs(
+    pods, claim, pv, nodes, volume, read
+):
+    objects = {"/api/v1/nodes/n1": _node("n1"), f"{LEASES}/n1": _lease(NOW, NOW)}
+    if pv is not None:
+        objects[f"/api/v1/persistentvolumes/{pv['metadata']['name']}"] = pv
+    reader = _Cluster(pods, [claim], objects, nodes)
+    facts = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()
+    if volume is None:
+        assert facts["volumes"] == {}
+        assert not [p for p in reader.got if "persistentvolumes" in p]
+        return
+    seen = facts["volumes"]["e-0-data"]
+    assert {k: seen[k] for k in volume} == volume
+    # The admitted nodes' facts are there for the plan to judge.
+    assert all(n in facts["nodes"] for n in read)
+
+
+@pytest.mark.parametrize("denied", ["/api/v1/persistentvolumes/pv-0", "/api/v1/nodes"])
+def test_volumes_nobody_may_read_are_unknown_not_stranded(denied):
+    # Rights to the Pods' Nodes, but not to PersistentVolumes, or not to list Nodes: no member
+    # is judged by its volume.
+    reader = _Cluster(
+        [],
+        [_claim("e-0", "pv-0")],
+        {"/api/v1/persistentvolumes/pv-0": _pv("pv-0", _on("kubernetes.io/hostname", "n1"))},
+        [_node("n1")],
+        forbidden=(denied,),
+    )
+    assert Observer(reader, "ns", "a=b", None, 5.0).kubernetes()["volumes"] is None
+
+
+def test_nodes_nobody_may_read_are_unknown_not_lost():
+    # The namespaced install has no right to Nodes: no member is ever judged by its node, nor
+    # by its volume.
+    reader = _Cluster([_placed("e-0", "n1")], [_claim("e-0", "pv-0")], {}, forbidden=("/",))
+    facts = Observer(reader, "ns", "a=b", None, 5.0).kubernetes()
+    assert facts["nodes"] is None and facts["volumes"] is None
+
+
+@pytest.mark.parametrize(
+    ("term", "labels", "name", "matches"),
+    [
+        (_on("zone", "a", "b"), {"zone": "b"}, "n", True),
+        (_on("zone", "a"), {"zone": "b"}, "n", False),
+        (_on("zone", "a"), {}, "n", False),
+        (_on("zone", "a", op="NotIn"), {}, "n", True),
+        (_on("zone", "a", op="NotIn"), {"zone": "a"}, "n", False),
+        ({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, {"zone": ""}, "n", True),
+        ({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, {}, "n", True),
+        (_on("cpus", "4", op="Gt"), {"cpus": "8"}, "n", True),
+        (_on("cpus", "4", op="Lt"), {"cpus": "8"}, "n", False),
+        (_on("cpus", "4", op="Gt"), {"cpus": "many"}, "n", False),
+        (
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]},
+            {},
+            "n",
+            True,
+        ),
+        (
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["m"]}]},
+            {},
+            "n",
+            False,
+        ),
+        # Every requirement of a term; an empty term matches no node.
+        (
+            {
+                "matchExpressions": [
+                    *_on("zone", "a")["matchExpressions"],
+                    *_on("os", "linux")["matchExpressions"],
+                ]
+            },
+            {"zone": "a"},
+            "n",
+            False,
+        ),
+        ({}, {"zone": "a"}, "n", False),
+        (_on("zone", "a", op="Near"), {"zone": "a"}, "n", False),
+    ],
+)
+def test_a_volume_s_node_affinity_is_judged_as_kubernetes_does(term, labels, name, matches):
+    assert term_matches(term, {"metadata": {"name": name, "labels": labels}}) is matches
+
+
+def test_the_nodes_a_term_may_match_are_listed_by_its_selectors():
+    term = {
+        "matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a", "b"]},
+            {"key": "spot", "operator": "DoesNotExist"},
+            {"key": "gpu", "operator": "Exists"},
+            {"key": "pool", "operator": "NotIn", "values": ["old"]},
+            {"key": "cpus", "operator": "Gt", "values": ["4"]},
+        ],
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}],
+    }
+    assert term_query(term) == {
+        "limit": "100",
+        "labelSelector": "zone in (a,b),!spot,gpu,pool notin (old)",
+        "fieldSelector": "metadata.name=n1",
+    }
+    assert term_query({}) == {"limit": "100"}
+
+
+@pytest.mark.parametrize(
+    ("node", "dialled"),
+    [
+        ({"found": True, "ready": "True"}, True),
+        ({"found": True, "ready": "Unknown"}, False),
+        ({"found": True, "ready": "False"}, False),
+        ({"found": False, "ready": "Unknown"}, False),
+        # A node nobody could read (the namespaced install): dialled, as before.
+        (None, True),
+    ],
+)
+def test_a_member_pod_on_a_node_not_ready_is_never_dialled(node, dialled):
+    pods = [
+        {**_pod("e-0", ip="10.0.0.5"), "spec": {"nodeName": "n0"}},
+        {**_pod("e-1", ip="10.0.0.6"), "spec": {"nodeName": "n1"}},
+    ]
+    nodes = None if node is None else {"n0": {"found": True, "ready": "True"}, "n1": node}
+    names = [p["metadata"]["name"] for p in dialable(pods, nodes)]
+    assert names == (["e-0", "e-1"] if dialled else ["e-0"])
 
 
 def _unschedulable(name: str) -> dict:

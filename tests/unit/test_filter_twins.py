@@ -9,7 +9,12 @@ import base64
 
 import pytest
 from ansible.module_utils import etcd_observe
-from ansible.module_utils.etcd_observe import cannot_run, client_material, unschedulable
+from ansible.module_utils.etcd_observe import (
+    QUESTION_SILENCE,
+    cannot_run,
+    client_material,
+    unschedulable,
+)
 
 from tests.filters import load_filter
 
@@ -205,3 +210,9 @@ def test_the_plan_and_the_wait_know_the_same_kubelet_reasons():
 def test_the_plan_and_the_manifests_mark_pods_under_the_same_names():
     assert manifests.ANN_HEALTHY_SINCE == cluster_plan.ANN_HEALTHY_SINCE
     assert manifests.ANN_HEALTHY_RUN == cluster_plan.ANN_HEALTHY_RUN
+
+
+def test_the_look_reads_the_volume_of_every_member_the_plan_may_judge_lost():
+    # A node the look still counts usable is one the plan never counts lost for its silence:
+    # else the plan would judge a member whose volume nobody read (and never move it).
+    assert QUESTION_SILENCE < cluster_plan.NODE_SILENCE

@@ -975,7 +975,10 @@ def _contradicted(o: _Observed) -> list[dict[str, str]]:
     for name, why in sorted(found.items()):
         unfenced = ""
         if not o.trusted:
-            unfenced = "no quorum of members agrees on the member list, so nothing is fenced"
+            unfenced = (
+                "no trusted quorum contradicts it (a quorum agreeing on the member list, no "
+                "foreign member), so nothing is fenced on its word"
+            )
         elif not verified[name]:
             unfenced = (
                 "its answer came over plain HTTP (spec.tls.enabled is false), which does not "
@@ -988,7 +991,7 @@ def _contradicted(o: _Observed) -> list[dict[str, str]]:
 
 def _fence(o: _Observed) -> list[dict[str, str]]:
     """Members a trusted quorum contradicts, on an answer over TLS: fenced (docs/design-
-    decisions.md, "Cluster ID recorded, one endpoint's word never enough")."""
+    decisions.md, "Fencing needs a trusted quorum and an answer over TLS")."""
     return [
         {"name": c["name"], "reason": c["reason"]} for c in _contradicted(o) if not c["unfenced"]
     ]

@@ -722,8 +722,8 @@ def stranger_on_e0(**views: Any) -> dict[str, Any]:
     [
         ("tls", ["e-0"], [], ""),
         ("plain", [], ["e-0"], "plain HTTP"),
-        ("no quorum agrees", [], ["e-0"], "no quorum of members agrees"),
-        ("strangers on two addresses", [], ["e-0", "e-1"], "no quorum of members agrees"),
+        ("no quorum agrees", [], ["e-0"], "no trusted quorum contradicts it"),
+        ("strangers on two addresses", [], ["e-0", "e-1"], "no trusted quorum contradicts it"),
         ("another member of ours on its address", [], [], ""),
     ],
 )
@@ -783,7 +783,7 @@ def test_a_fork_that_answers_first_does_not_make_the_cluster():
     assert not p["trusted"] and "not the recorded" in p["agreement"]["why"]
     assert p["stale"] == [] and p["remove"] == [] and p["lost"] == []
     assert p["fence"] == [] and [s["name"] for s in p["suspects"]] == ["e-0"]
-    assert "no quorum of members agrees" in p["suspects"][0]["unfenced"]
+    assert "no trusted quorum contradicts it" in p["suspects"][0]["unfenced"]
 
 
 # --- agreement: never on one endpoint's word -----------------------------------------------

@@ -128,8 +128,14 @@ class Operator:
             self._start_controllers()
         lost = False
         while not self.stop.wait(0.5):
+            if self.elector and self.elector.lost.is_set():
+                lost = True
+                break
             # Also when the renew loop is stuck in a request: the Lease runs out all the same.
-            if self.elector and (self.elector.lost.is_set() or self.elector.overdue()):
+            if self.elector and self.elector.overdue():
+                log.error(
+                    "lease not renewed for %.0fs: leadership lost", self.elector.renew_deadline
+                )
                 lost = True
                 break
         self.shutdown(lost)

@@ -6,6 +6,7 @@ fine, healing stuck behind a refusal, a scale change that drops the disruption b
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import json
 import shutil
 import subprocess
@@ -511,11 +512,12 @@ def _user_tls(ns: str, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
     # etcd checks a peer's client certificate by resolving its names: each member by name.
     dns = [f"*.{name}.{ns}.svc.cluster.local", "localhost"]
     dns += [f"{name}-{i}.{name}.{ns}.svc{d}" for i in range(10) for d in ("", ".cluster.local")]
+    loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))  # etcdctl in a member
     both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     member = issue(
         "member",
         members_ca,
-        x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]),
+        x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dns), loopback]),
         x509.ExtendedKeyUsage(both),
     )
     client_only = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
@@ -572,6 +574,9 @@ def test_a_bootstrap_the_operator_never_reached_is_never_started_again(
     assert "clusterID" not in obj.get("status", {}), "etcd never answered the operator"
     assert condition(obj, "Available").get("status") == "False"
     record = obj["metadata"].get("annotations", {}).get(BOOTSTRAP_STARTED, "")
+    # What the members hold, asked in a member Pod with its own certificate.
+    before = {m["name"]: format(m["ID"], "x") for m in member_list(k8s, ns, f"{name}-0")}
+    assert etcdctl(k8s, ns, f"{name}-0", "put", "unseen/key", "kept").strip() == "OK"
 
     victim = f"{name}-2"
     # The claim first (it goes once no Pod uses it), so the Pod is not made again meanwhile.
@@ -599,4 +604,9 @@ def test_a_bootstrap_the_operator_never_reached_is_never_started_again(
     patch(k8s, ns, name, {"metadata": {"annotations": {"etcd.runbook.io/poke": "2"}}})
     obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
     assert obj["status"]["clusterID"]
-    assert victim not in {m["name"] for m in obj["status"]["members"]}
+    after = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    assert after[f"{name}-0"] == before[f"{name}-0"] and after[f"{name}-1"] == before[f"{name}-1"]
+    assert before[victim] not in after.values(), "a new member in its place, never the old one"
+    new = next(n for n in after if after[n] not in before.values())
+    got = etcdctl(k8s, ns, new, "get", "unseen/key", "--print-value-only", "--consistency=s")
+    assert got.strip() == "kept", "the new member has the data, from the others"

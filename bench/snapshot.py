@@ -66,7 +66,7 @@ def stream_save(member: Member, path: Path) -> int:
 
     params = ConnectionParams(endpoints=(member.client_url,))
     saved = save_atomically(
-        str(path), lambda sink: stream_snapshot(params, member.client_url, sink, 1800)
+        str(path), lambda sink: stream_snapshot(params, member.client_url, sink, 1800, None)
     )
     return saved.size
 

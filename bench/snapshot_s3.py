@@ -68,7 +68,7 @@ def stream_upload(member: Member, option: dict[str, Any], key: str) -> int:
     params = ConnectionParams(endpoints=(member.client_url,))
     store = SnapshotStore(S3Params.from_option(option))
     saved = upload_snapshot(
-        store, key, lambda sink: stream_snapshot(params, member.client_url, sink, 1800)
+        store, key, lambda sink: stream_snapshot(params, member.client_url, sink, 1800, None)
     )
     return saved.size
 

@@ -67,6 +67,12 @@ class Kube:
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 30.0) -> None:
         self.api = api_client
         self.request_timeout = request_timeout
+        self._fenced = ""
+
+    def fence(self, why: str) -> None:
+        """From now on every write fails without being sent (reads go on): the watcher lost
+        its Lease, and another replica may lead."""
+        self._fenced = why
 
     def _call(
         self,
@@ -99,8 +105,11 @@ class Kube:
         query: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        resp = self._call(method, path, query, body, content_type)
+        if self._fenced and method != "GET":
+            raise ApiException(status=0, reason=f"{method} {path} not sent: {self._fenced}")
+        resp = self._call(method, path, query, body, content_type, timeout)
         data = resp.read()
         if not 200 <= resp.status <= 299:
             raise ApiException.from_response(
@@ -108,14 +117,20 @@ class Kube:
             )
         return json.loads(data) if data else {}
 
-    def get(self, path: str, query: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.request("GET", path, query)
+    def get(
+        self, path: str, query: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        return self.request("GET", path, query, timeout=timeout)
 
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", path, body=body)
+    def create(
+        self, path: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        return self.request("POST", path, body=body, timeout=timeout)
 
-    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("PUT", path, body=body)
+    def replace(
+        self, path: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        return self.request("PUT", path, body=body, timeout=timeout)
 
     def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.request("PATCH", path, body=body, content_type="application/merge-patch+json")

@@ -5,6 +5,12 @@ lease_duration, as measured on OUR clock from the moment we last saw the record 
 clock skew between nodes does not matter). The leader renews every retry_period; if no renew
 succeeded for renew_deadline it declares the lease lost: the caller must stop reconciling and
 exit (another candidate may take over lease_duration after our last renew).
+
+A renewal counts from the moment it was sent, not from its answer: whoever reads it read it
+after then, and waits lease_duration from that read. So `expires_at` is a moment before which
+no other candidate can lead, and the watcher ends every run before it (main.py). Each request
+is bounded (REQUEST_TIMEOUT_SHARE of the renew deadline), so a hung API server cannot keep the
+renew loop from noticing, and `overdue` says it from any thread even if it does.
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from urllib3.exceptions import HTTPError
+
 from .kube import LEASES, ApiException, Kube
 
 log = logging.getLogger(__name__)
 # A release that meets a renewal of our own in flight reads the Lease again; more than a few
 # conflicts means someone else is writing it, and the Lease then simply expires.
 RELEASE_ATTEMPTS = 3
+# Each Lease request may take this share of the renew deadline.
+REQUEST_TIMEOUT_SHARE = 0.25
 
 
 def _now_micro() -> str:
@@ -54,6 +64,20 @@ class LeaderElector:
         self._observed_at = 0.0
         self._last_renew = 0.0
 
+    @property
+    def _timeout(self) -> float:
+        return max(0.5, self.renew_deadline * REQUEST_TIMEOUT_SHARE)
+
+    def expires_at(self) -> float:
+        """When (on this clock) another candidate may first take the Lease: lease_duration
+        after our last renewal was sent."""
+        return self._last_renew + self.lease_duration
+
+    def overdue(self) -> bool:
+        """We lead, and no renewal has succeeded for renew_deadline: leadership is lost, even
+        if the renew loop is stuck in a request."""
+        return self.is_leader.is_set() and self.clock() - self._last_renew >= self.renew_deadline
+
     def _path(self, named: bool = True) -> str:
         return LEASES.path(self.namespace, self.name if named else None)
 
@@ -82,19 +106,23 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One round of the election; True when we hold the lease after it."""
+        sent = self.clock()
         try:
-            current = self.kube.get(self._path())
+            current = self.kube.get(self._path(), timeout=self._timeout)
         except ApiException as exc:
             if exc.status != 404:
                 log.warning("lease %s/%s: get failed: %s", self.namespace, self.name, exc.reason)
                 return False
             try:
-                self.kube.create(self._path(named=False), self._body(None))
+                self.kube.create(self._path(named=False), self._body(None), timeout=self._timeout)
             except ApiException as create_exc:
                 log.info("lease create lost a race: %s", create_exc.reason)
                 return False
-            self._last_renew = self.clock()
+            self._last_renew = sent
             return True
+        except (OSError, HTTPError) as exc:  # no answer in time, a broken connection
+            log.warning("lease %s/%s: get failed: %s", self.namespace, self.name, exc)
+            return False
         spec = current.get("spec") or {}
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
         now = self.clock()
@@ -105,11 +133,14 @@ class LeaderElector:
         if holder and holder != self.identity and now - self._observed_at < duration:
             return False
         try:
-            self.kube.replace(self._path(), self._body(current))
+            self.kube.replace(self._path(), self._body(current), timeout=self._timeout)
         except ApiException as exc:
             log.info("lease update failed (%s): another candidate was faster", exc.status)
             return False
-        self._last_renew = self.clock()
+        except (OSError, HTTPError) as exc:
+            log.warning("lease %s/%s: update failed: %s", self.namespace, self.name, exc)
+            return False
+        self._last_renew = sent
         return True
 
     def run(self, stop: threading.Event, on_started: Callable[[], None]) -> None:

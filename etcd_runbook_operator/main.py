@@ -28,6 +28,9 @@ from .runner import PlaybookRunner
 log = logging.getLogger("etcd_runbook_operator")
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# With leadership lost, every run is over this long before another candidate may first take
+# the Lease (time to kill, and for two clocks that run at slightly different rates).
+KILL_MARGIN = 2.0
 
 
 def _lease_namespace(flag: str | None, kubeconfig: str | None) -> str:
@@ -128,18 +131,41 @@ class Operator:
             if self.elector and self.elector.lost.is_set():
                 lost = True
                 break
+            # Also when the renew loop is stuck in a request: the Lease runs out all the same.
+            if self.elector and self.elector.overdue():
+                log.error(
+                    "lease not renewed for %.0fs: leadership lost", self.elector.renew_deadline
+                )
+                lost = True
+                break
         self.shutdown(lost)
         return 1 if lost else 0
 
     def shutdown(self, lost: bool) -> None:
-        """Stop intake, let runs finish (bounded), then ask them to stop at a task boundary."""
+        """Stop intake, let runs finish (bounded), then ask them to stop at a task boundary.
+        With leadership lost: write nothing more, and end every run before another candidate
+        may take the Lease, killed if it has not stopped by then."""
         self.stop.set()
         self.metrics.leader.set(0)
+        if lost:
+            self.kube.fence("leadership lost")
         for c in self.controllers:
             c.stop_intake()
-        if lost:
-            # Another replica may lead soon: do not start another task.
+        if lost and self.elector is not None:
+            # Another replica may lead soon: do not start another task, nor finish this one
+            # once it could.
             self.runner.stop_all_at_task_boundary()
+            deadline = self.elector.expires_at() - KILL_MARGIN
+            for c in self.controllers:
+                c.wait_idle(max(0.0, deadline - self.elector.clock()))
+            if self.runner.in_flight():
+                killed = self.runner.kill_all()
+                log.error(
+                    "leadership lost: runs still in flight killed (%d processes), %.1fs before "
+                    "another replica may lead",
+                    killed,
+                    self.elector.expires_at() - self.elector.clock(),
+                )
         else:
             grace = self.args.shutdown_grace_period
             log.info(

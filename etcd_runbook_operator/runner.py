@@ -8,7 +8,10 @@
 * Stopping is cooperative: the ero_task_boundary callback exits at the next task boundary when
   the run's stop file exists (soft timeout, shutdown after the grace period, lost leadership, a
   lost member to handle first), or between the retries of a task tagged `interruptible`.
-  Only past the hard deadline does ansible-runner's cancel (SIGKILL of the process group) apply.
+  Only past the hard deadline does ansible-runner's cancel (SIGKILL of the process group) apply,
+  and when runs must be over at once (`kill_all`: lost leadership, a second signal) every
+  process the watcher started is killed, the task workers in sessions of their own included
+  (proctree.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ansible_runner.config.runner import RunnerConfig
 from .ansible_callbacks.ero_task_boundary import STOPPED_RC
 from .config import Target
 from .forkserver import ForkServer
+from .proctree import kill_descendants
 
 log = logging.getLogger(__name__)
 
@@ -198,11 +202,13 @@ class PlaybookRunner:
             run.stop_file.touch()
         return bool(runs)
 
-    def kill_all(self) -> None:
-        """Last resort: ansible-runner SIGKILLs the process groups (mid-module)."""
+    def kill_all(self) -> int:
+        """Last resort, mid-module: every process this watcher started is killed (the runs,
+        their task workers, the fork server) and ansible-runner told so; how many."""
         with self._lock:
             for run in self._active.values():
                 run.hard_cancel.set()
+        return kill_descendants()
 
     def in_flight(self) -> int:
         with self._lock:

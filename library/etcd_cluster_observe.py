@@ -116,7 +116,10 @@ options:
     type: dict
     suboptions:
       member:
-        description: Member name.
+        description:
+          - Member name. With O(etcd.dns_suffix), the member is the one whose peer URL is
+            C(<scheme>://<member>.<dns_suffix>:2380), the whole URL, whatever name it gives
+            itself; without, the member that calls itself so.
         type: str
       members:
         description: More member names, each waited for as O(wait_for.member) is.

@@ -39,7 +39,10 @@ options:
     description:
       - Peer URLs of the member. Needed to add a member; when given for an existing member,
         its peer URLs are updated to exactly this list.
-      - With O(state=absent), used to find a member that was added but never started.
+      - With O(state=absent), used to find a member that was added but never started, and
+        a member that only has the name O(name) but none of these peer URLs is refused, not
+        removed (the name is a member's own word; a member of another cluster of the same
+        name may carry it).
     type: list
     elements: str
     default: []

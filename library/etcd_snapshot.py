@@ -523,7 +523,9 @@ def save(module: AnsibleModule) -> dict[str, Any]:
         timeout = params["snapshot_timeout"]
 
         def stream_into(sink: Any) -> int:
-            return stream_snapshot(client.params, endpoint.url, sink, timeout)
+            return stream_snapshot(
+                client.params, endpoint.url, sink, timeout, client.expected_cluster_id
+            )
 
         if store is None:
             saved = save_atomically(target, stream_into, read_back=tool is not None)

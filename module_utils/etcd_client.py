@@ -6,6 +6,14 @@ asked for its status, defragmented or snapshotted, and TLS checks the right host
 cluster-wide calls go to the first given endpoint that answers. Every failure leaves this
 module as an `EtcdModuleError` with a message a person can act on.
 
+One client speaks to one cluster: every answer's header must carry the expected cluster ID
+(the `cluster_id` given, else the one `expect_cluster` was told, else the first answer's), or
+the call fails with `EtcdForeignClusterError` before its answer is used; a change (member add,
+remove, promote, update, alarm disarm, compaction, downgrade, defragmentation, a leader move)
+is only sent once the endpoint has answered for that cluster on the same channel. Only the
+surveys (`statuses`, `member_views`) take every endpoint's answer, with its cluster ID, for the
+caller to judge.
+
     with EtcdClient(ConnectionParams.from_module_params(module.params)) as client:
         members = client.member_list()
         client.endpoint(members[0].client_urls[0]).status()
@@ -14,15 +22,17 @@ module as an `EtcdModuleError` with a message a person can act on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import http.client
 import json
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from ansible.module_utils.etcd_common import (
     Alarm,
@@ -37,6 +47,7 @@ from ansible.module_utils.etcd_common import (
 )
 from ansible.module_utils.etcd_errors import (
     EtcdAuthError,
+    EtcdForeignClusterError,
     EtcdInputError,
     EtcdModuleError,
     EtcdServerError,
@@ -63,6 +74,43 @@ T = TypeVar("T")
 _TRY_NEXT_REASONS = {"LearnerEndpoint", "NoLeader", "ServerStopped"}
 
 DOWNGRADE_ACTIONS = ("validate", "enable", "cancel")
+
+# Set while a survey asks every endpoint for its own answer: their cluster IDs are data then.
+_SURVEY: contextvars.ContextVar[bool] = contextvars.ContextVar("etcd_survey", default=False)
+
+
+@contextlib.contextmanager
+def _surveying(on: bool = True) -> Iterator[None]:
+    """Answers taken inside (by the tasks started inside too) are not checked."""
+    token = _SURVEY.set(on)
+    try:
+        yield
+    finally:
+        _SURVEY.reset(token)
+
+
+def foreign_answer(expected: str | None, got: int) -> bool:
+    """Whether an answer whose header says cluster `got` comes from another cluster than
+    `expected` (hex; None: not known yet, so any answer is taken). etcd itself leaves the
+    header empty (0) in a few answers (defragment, move leader, 3.4's alarms): those calls are
+    sent only after the endpoint's status named our cluster on the same channel."""
+    return expected is not None and bool(got) and member_id_hex(got) != expected
+
+
+def _cluster_check(client: EtcdClient, url: str) -> grpc.aio.ClientInterceptor:
+    """Every answer on this endpoint's channel is checked against the client's cluster (by
+    gRPC itself, so no call of any module can forget it)."""
+
+    class ClusterCheck(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            response = await (await continuation(details, request))
+            header = getattr(response, "header", None)
+            if header is not None and not _SURVEY.get():
+                method = details.method.decode() if isinstance(details.method, bytes) else ""
+                client.answered(url, method.rsplit("/", 1)[-1], int(header.cluster_id))
+            return response
+
+    return ClusterCheck()
 
 
 def _bracketed(address: str) -> str:
@@ -112,6 +160,7 @@ class EndpointClient:
                 ("grpc.enable_http_proxy", 0),
             ]
             credentials = self._client._credentials() if self._parsed.secure else None
+            interceptors = [_cluster_check(self._client, self.url)]
             target = self._parsed.target
             address = self._client.params.addresses.get(self._parsed.host)
             if address is not None:
@@ -119,9 +168,13 @@ class EndpointClient:
                 # The certificate is checked against the URL's host name, not the address.
                 options.append(("grpc.ssl_target_name_override", self._parsed.host))
             if credentials is None:
-                channel = grpc.aio.insecure_channel(target, options=options)
+                channel = grpc.aio.insecure_channel(
+                    target, options=options, interceptors=interceptors
+                )
             else:
-                channel = grpc.aio.secure_channel(target, credentials, options)
+                channel = grpc.aio.secure_channel(
+                    target, credentials, options, interceptors=interceptors
+                )
             self._services = _Services(
                 channel=channel,
                 auth=AuthService(channel, max_attempts=1),
@@ -168,8 +221,21 @@ class EndpointClient:
         )
 
     def status(self) -> EndpointStatus:
-        """This member's status; raises when it does not answer."""
+        """This member's status; raises when it does not answer, or answers for another
+        cluster than the client's."""
         return self._call("status", lambda _s, t: self._status(t))
+
+    def verify_cluster(self) -> None:
+        """Raises unless this endpoint's status names the client's cluster: asked on the
+        channel a change (or a call whose answer names no cluster) is then sent through."""
+        status = self.status()
+        expected = self._client.expected_cluster_id
+        if expected is not None and status.cluster_id != expected:
+            raise EtcdForeignClusterError(
+                f"status at {self.url} names cluster {status.cluster_id}, not {expected}: "
+                "nothing was sent through it",
+                endpoint=self.url,
+            )
 
     def defragment(self, timeout: float | None = None) -> None:
         """Defragment this member's backend; `timeout` None waits as long as it takes."""
@@ -177,22 +243,8 @@ class EndpointClient:
         async def run(services: _Services, deadline: float | None) -> None:
             await services.maintenance.defragment(timeout=deadline, max_attempts=1)
 
+        self.verify_cluster()
         self._call("defragment", run, timeout, authenticate=True)
-
-    def snapshot(self, dest: IO[bytes], timeout: float | None = None) -> int:
-        """Stream this member's snapshot into `dest`; returns the number of bytes written.
-
-        A failure mid-stream raises: the caller must discard what was written.
-        """
-
-        async def run(services: _Services, deadline: float | None) -> int:
-            written = 0
-            async for chunk in services.maintenance.snapshot(timeout=deadline, max_attempts=1):
-                dest.write(chunk)
-                written += len(chunk)
-            return written
-
-        return self._call("snapshot", run, timeout)
 
     def hash_kv(self, revision: int = 0) -> HashKV:
         """Hash of the MVCC keyspace up to `revision` (0: latest), to compare members."""
@@ -256,6 +308,7 @@ class EndpointClient:
         async def run(services: _Services, deadline: float | None) -> None:
             await services.maintenance.move_leader(target, timeout=deadline, max_attempts=1)
 
+        self.verify_cluster()
         self._call("move leader", run)
 
 
@@ -284,6 +337,7 @@ class EtcdClient:
         self._credentials_cache: grpc.ChannelCredentials | None = None
         self._distrusted: set[str] = set()
         self._preferred: list[str] = []
+        self._expected = params.cluster_id.lower() if params.cluster_id else None
 
     def __enter__(self) -> EtcdClient:
         return self
@@ -308,6 +362,35 @@ class EtcdClient:
             self._runner.close()
 
     # ---- plumbing ---------------------------------------------------------------------
+
+    @property
+    def expected_cluster_id(self) -> str | None:
+        """The cluster every answer must come from (hex); None until one is known."""
+        return self._expected
+
+    def expect_cluster(self, cluster_id: str) -> None:
+        """From now on, answers must come from this cluster (the one the members' views chose),
+        unless one was given or already seen."""
+        if self._expected is None and cluster_id:
+            self._expected = cluster_id.lower()
+
+    def answered(self, url: str, method: str, cluster_id: int) -> None:
+        """Checks the cluster ID of an answer from `url` (the first answer decides when none
+        is expected yet); an endpoint of another cluster is distrusted, and the call fails."""
+        if self._expected is None:
+            if cluster_id:
+                self._expected = member_id_hex(cluster_id)
+            return
+        if not foreign_answer(self._expected, cluster_id):
+            return
+        self.distrust([url])
+        raise EtcdForeignClusterError(
+            f"{method or 'a call'} at {url} was answered for etcd cluster "
+            f"{member_id_hex(cluster_id)}, not for cluster "
+            f"{self._expected}: what answers there is no member of this cluster (a stranger "
+            "on a member's address, or a member that forked off); its answer was not used",
+            endpoint=url,
+        )
 
     def _credentials(self) -> grpc.ChannelCredentials:
         if self._credentials_cache is None:
@@ -376,9 +459,11 @@ class EtcdClient:
         async def login(services: _Services, deadline: float | None) -> str | None:
             services.set_token(None)
             try:
-                response = await services.auth.authenticate(
-                    user, password, timeout=deadline, max_attempts=1
-                )
+                # Before any cluster is known, the login's answer decides none.
+                with _surveying(self._expected is None):
+                    response = await services.auth.authenticate(
+                        user, password, timeout=deadline, max_attempts=1
+                    )
             except Exception as exc:
                 rpc = exc.__cause__ if isinstance(exc.__cause__, grpc.aio.AioRpcError) else exc
                 details = rpc.details() if isinstance(rpc, grpc.aio.AioRpcError) else ""
@@ -415,10 +500,12 @@ class EtcdClient:
         fn: Callable[[EndpointClient], T],
         *,
         mutation: bool = False,
+        verify: bool = False,
         via: Sequence[str] | None = None,
     ) -> T:
         """Run `fn` on the first trusted endpoint (of `via`, default the given ones) that
-        answers."""
+        answers; a `mutation` (or a call to `verify`, whose answer names no cluster) only once
+        that endpoint has answered for the client's cluster."""
         failures: list[EtcdModuleError] = []
         urls = self.trusted(via or self._in_preferred_order(self.params.endpoints))
         if not urls:
@@ -429,7 +516,10 @@ class EtcdClient:
             )
         for url in urls:
             try:
-                return fn(self.endpoint(url))
+                endpoint = self.endpoint(url)
+                if mutation or verify:
+                    endpoint.verify_cluster()
+                return fn(endpoint)
             except (EtcdUnreachableError, EtcdTimeoutError) as error:
                 if mutation and isinstance(error, EtcdTimeoutError):
                     raise EtcdTimeoutError(
@@ -520,7 +610,8 @@ class EtcdClient:
             response = await services.maintenance.alarms(timeout=deadline, max_attempts=1)
             return [_alarm(a) for a in response.alarms]
 
-        return self._on_cluster("alarm list", lambda ep: ep._call("alarm list", run))
+        # etcd 3.4 names no cluster in this answer.
+        return self._on_cluster("alarm list", lambda ep: ep._call("alarm list", run), verify=True)
 
     def alarm_disarm(self, alarm: str = "NONE", member_id: str | None = None) -> list[Alarm]:
         """Deactivate `alarm` (NOSPACE, CORRUPT; NONE: every kind) on one or all members."""
@@ -574,7 +665,14 @@ class EtcdClient:
 
     def cluster_version(self) -> str:
         """The version the cluster runs at (the lowest of its members', as etcd decides)."""
-        return self._on_cluster("read version", lambda ep: ep.version().get("etcdcluster", ""))
+
+        def read(endpoint: EndpointClient) -> str:
+            # /version is HTTP and names no cluster: asked only of an endpoint that answers
+            # for ours.
+            endpoint.verify_cluster()
+            return endpoint.version().get("etcdcluster", "")
+
+        return self._on_cluster("read version", read)
 
     def member_views(
         self, urls: Sequence[str], linearizable: Collection[str] = ()
@@ -615,7 +713,8 @@ class EtcdClient:
                 )
                 return answers
 
-            return list(await asyncio.gather(*(both(ep) for ep in endpoints)))
+            with _surveying():
+                return list(await asyncio.gather(*(both(ep) for ep in endpoints)))
 
         views: list[MemberView] = []
         for endpoint, (strict, local) in zip(endpoints, self._runner.run(gather()), strict=True):
@@ -647,7 +746,8 @@ class EtcdClient:
                     endpoint, lambda _s, t: endpoint._status(t), self.params.timeout
                 )
 
-            return await asyncio.gather(*(one(ep) for ep in endpoints), return_exceptions=True)
+            with _surveying():
+                return await asyncio.gather(*(one(ep) for ep in endpoints), return_exceptions=True)
 
         results: list[EndpointStatus] = []
         for endpoint, outcome in zip(endpoints, self._runner.run(gather()), strict=True):

@@ -61,6 +61,13 @@ class EtcdAuthError(EtcdModuleError):
     reason = "AuthFailed"
 
 
+class EtcdForeignClusterError(EtcdModuleError):
+    """An endpoint answered for another cluster than the expected one (a stranger on a
+    member's address, a fork); its answer was not used."""
+
+    reason = "ForeignCluster"
+
+
 class EtcdServerError(EtcdModuleError):
     """etcd answered with an error; `etcd_message` is etcd's own text."""
 

@@ -127,7 +127,7 @@ def _views(
         )
         for status in mute.values()
     ]
-    chosen = choose_view(views, client.params.cluster_id)
+    chosen = choose_view(views, client.expected_cluster_id)
     if chosen is not None and client.params.advertised:
         heard = {v.member_id for v in views if v.cluster_id}
         asked = {v.endpoint for v in views}
@@ -140,17 +140,19 @@ def _views(
         ]
         if extra:
             views += client.member_views(extra, linearizable=extra)
-            chosen = choose_view(views, client.params.cluster_id) or chosen
+            chosen = choose_view(views, client.expected_cluster_id) or chosen
     if chosen is None:
         others = sorted({v.cluster_id for v in views if v.cluster_id})
         if others:
             raise EtcdRefusedError(
-                f"no endpoint answers for cluster {client.params.cluster_id}: the members that "
+                f"no endpoint answers for cluster {client.expected_cluster_id}: the members that "
                 f"answered belong to cluster {', '.join(others)}"
             )
         reasons = "; ".join(e for v in views for e in v.errors)
         raise EtcdUnreachableError(f"member list failed on every endpoint: {reasons}")
     client.distrust([v.endpoint for v in views if is_stranger(v, chosen)])
+    # Every later answer, a change's included, must come from the chosen cluster.
+    client.expect_cluster(chosen.cluster_id or "")
     return chosen, views
 
 

@@ -137,6 +137,15 @@ def plan_absent(
     member = find_member(health.members, name, peer_urls)
     if member is None:
         return MemberPlan([], None, list(health.members), f"no member named {name} exists")
+    if peer_urls and not _url_set(peer_urls) & _url_set(member.peer_urls):
+        # The name is the member's own word; its peer URL (scheme, host, port) is who it is in
+        # the membership: a member of another namespace's cluster of the same name may carry
+        # the same name.
+        raise EtcdRefusedError(
+            f"refusing to remove {describe(member)}: it is named {name} but its peer URLs "
+            f"{list(member.peer_urls)} are none of {list(peer_urls)}, so it is not taken for "
+            f"{name}; remove it by its own peer URLs if it must go"
+        )
     remaining = [m for m in health.members if m.id != member.id]
     if not member.is_learner and not force:
         _refuse_unsafe_removal(health, member)

@@ -24,12 +24,13 @@ from typing import Any
 from urllib.parse import quote
 
 from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import ConnectionParams, private_file
+from ansible.module_utils.etcd_common import ConnectionParams, normalize_url, private_file
 from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
 from ansible.module_utils.etcd_health import cluster_info
 from ansible.module_utils.etcd_kube import KubeError, KubeReader, credentials, namespaced
 
 CLIENT_PORT = 2379
+PEER_PORT = 2380
 BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
 NODE_LEASES = "kube-node-lease"
@@ -634,8 +635,29 @@ def ask_etcd(
     return (info, "") if info.get("cluster_id") else ({}, "no member answered")
 
 
-def member_healthy(info: dict[str, Any], member: str) -> bool:
-    return any(m.get("name") == member and m.get("healthy") for m in info.get("members") or [])
+def peer_url(etcd: dict[str, Any], member: str) -> str:
+    """The peer URL `member` was added and started with (etcd_manifests.peer_url); '' when
+    the look knows no DNS suffix."""
+    if not etcd.get("dns_suffix"):
+        return ""
+    scheme = "https" if etcd.get("tls") else "http"
+    return f"{scheme}://{member}.{etcd['dns_suffix']}:{PEER_PORT}"
+
+
+def member_healthy(info: dict[str, Any], member: str, peer: str = "") -> bool:
+    """Whether etcd reports `member` healthy: the member whose peer URL is `peer`, the whole
+    URL (a member of another namespace's cluster of the same name, which may call itself by the
+    same name, is not it); by the name members give themselves only without one."""
+    wanted = normalize_url(peer) if peer else ""
+    return any(
+        m.get("healthy")
+        and (
+            {normalize_url(u) for u in m.get("peer_urls") or []} == {wanted}
+            if wanted
+            else m.get("name") == member
+        )
+        for m in info.get("members") or []
+    )
 
 
 def check(etcd: dict[str, Any]) -> None:
@@ -778,7 +800,9 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
                 f"member Pods still being deleted after {wait['timeout']}s: {', '.join(going)}"
             )
             return result
-        waiting = [m for m in awaited(wait) if not member_healthy(result["info"], m)]
+        waiting = [
+            m for m in awaited(wait) if not member_healthy(result["info"], m, peer_url(etcd, m))
+        ]
         if not waiting:
             return result
         for member in waiting:

@@ -13,6 +13,12 @@ parallel hashing gained (1 GiB: 4.6-4.8 CPU-seconds against 4.8-5.0).
 Auth and TLS follow the shared client's options: the same CA/client certificate files, and
 a token from Auth.Authenticate when a user is given. Failures are translated by the shared
 `translate`, so messages read the same as every other call's.
+
+A snapshot of another cluster is never taken for this one's: etcd 3.4 and 3.5 send the stream
+with empty headers, so the member is asked for its status on the same channel (the same
+connection) before the stream and again after its last message, and each must name the
+expected cluster, as must every message header that names one; otherwise the stream fails
+before the caller keeps any of it.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from typing import Protocol
 import grpc
 import grpc.aio
 import grpc.experimental
-from ansible.module_utils.etcd_common import ConnectionParams, parse_url
-from ansible.module_utils.etcd_errors import EtcdModuleError, translate
+from ansible.module_utils.etcd_common import ConnectionParams, member_id_hex, parse_url
+from ansible.module_utils.etcd_errors import EtcdForeignClusterError, EtcdModuleError, translate
 from etcd3aio._protobuf import AuthStub, MaintenanceStub, SnapshotRequest
 from etcd3aio._protobuf import rpc_pb2 as _rpc
 
@@ -89,15 +95,36 @@ def _token(channel: grpc.Channel, params: ConnectionParams, url: str) -> str | N
         raise _explained(exc, url, "authenticate", params.timeout) from exc
 
 
-def _chunks(params: ConnectionParams, url: str, timeout: float) -> Generator[bytes, None, None]:
+def _check_cluster(url: str, expected: str | None, got: int, when: str) -> None:
+    """A status must name the expected cluster; a message header that names one too."""
+    if expected is not None and (not got or member_id_hex(got) != expected):
+        answered = f"cluster {member_id_hex(got)}" if got else "no cluster"
+        raise EtcdForeignClusterError(
+            f"snapshot at {url}: the member answered {when} for {answered}, not for cluster "
+            f"{expected}; a snapshot of another cluster is never kept as this one's",
+            endpoint=url,
+        )
+
+
+def _chunks(
+    params: ConnectionParams, url: str, timeout: float, cluster_id: str | None
+) -> Generator[bytes, None, None]:
     with _channel(params, url) as channel:
         token = _token(channel, params, url)
         metadata = (("token", token),) if token else None
+        stub = MaintenanceStub(channel)
+
+        def status_cluster() -> int:
+            answer = stub.Status(_rpc.StatusRequest(), metadata=metadata, timeout=params.timeout)
+            return int(answer.header.cluster_id)
+
         try:
-            for response in MaintenanceStub(channel).Snapshot(
-                SnapshotRequest(), metadata=metadata, timeout=timeout
-            ):
+            _check_cluster(url, cluster_id, status_cluster(), "before the stream")
+            for response in stub.Snapshot(SnapshotRequest(), metadata=metadata, timeout=timeout):
+                if response.header.cluster_id:
+                    _check_cluster(url, cluster_id, response.header.cluster_id, "in the stream")
                 yield response.blob
+            _check_cluster(url, cluster_id, status_cluster(), "after the stream")
         except grpc.RpcError as exc:
             raise _explained(exc, url, "snapshot", timeout) from exc
 
@@ -125,14 +152,17 @@ class _Consumer:
         self._thread.join()
 
 
-def stream_snapshot(params: ConnectionParams, url: str, sink: Sink, timeout: float) -> int:
-    """Stream the snapshot of the member at `url` into `sink`; returns the bytes streamed.
-    A failure raises (the caller discards what the sink got)."""
+def stream_snapshot(
+    params: ConnectionParams, url: str, sink: Sink, timeout: float, cluster_id: str | None
+) -> int:
+    """Stream the snapshot of the member at `url`, of cluster `cluster_id` (hex; None: any),
+    into `sink`; returns the bytes streamed. A failure raises (the caller discards what the
+    sink got), a member of another cluster included."""
     consumer = _Consumer(sink.write_many)
     total = 0
     pending: list[bytes] = []
     pending_size = 0
-    chunks = _chunks(params, url, timeout)
+    chunks = _chunks(params, url, timeout, cluster_id)
     try:
         for chunk in chunks:
             pending.append(chunk)

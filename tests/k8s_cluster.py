@@ -7,6 +7,7 @@ left behind. `k8s_namespace` gives each test its own namespace and deletes it af
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -149,8 +150,10 @@ def _clear_abandoned_namespaces(k8s: K8sCluster) -> None:
         k8s.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
-def k8s_namespace(k8s_cluster: K8sCluster) -> Iterator[str]:
+@contextlib.contextmanager
+def namespace_for_test(k8s_cluster: K8sCluster) -> Iterator[str]:
+    """A namespace of this test process, deleted with what is in it when the block ends (a
+    test that needs a second one uses this; most take the `k8s_namespace` fixture)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     manifest = {
         "apiVersion": "v1",
@@ -163,6 +166,12 @@ def k8s_namespace(k8s_cluster: K8sCluster) -> Iterator[str]:
     finally:
         _release_finalizers(k8s_cluster, name)
         k8s_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def k8s_namespace(k8s_cluster: K8sCluster) -> Iterator[str]:
+    with namespace_for_test(k8s_cluster) as name:
+        yield name
 
 
 # Custom objects whose controller has stopped keep their finalizers and hold the namespace in

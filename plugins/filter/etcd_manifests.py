@@ -30,6 +30,7 @@ ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
 ANN_RESTORED_FROM = f"{GROUP}/restored-from"
 ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
 ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
+ANN_BOOTSTRAP_STARTED = f"{GROUP}/bootstrap-started"
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -509,6 +510,22 @@ def bootstrap_claims(
     return [member_claim(p, m, initial_cluster, "new") for m in members]
 
 
+def bootstrap_started(p: dict[str, Any], claims: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merge patch that records on the EtcdCluster, before its first member Pod exists,
+    the --initial-cluster its members start into (the bootstrap claims' record): from then on
+    the plan never makes a member `new` again, even if etcd never answers the operator."""
+    record = ((claims[0].get("metadata") or {}).get("annotations") or {})[ANN_INITIAL_CLUSTER]
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {
+            "name": p["name"],
+            "namespace": p["namespace"],
+            "annotations": {ANN_BOOTSTRAP_STARTED: record},
+        },
+    }
+
+
 def member_pods(p: dict[str, Any], members: list[str], claims: list[dict[str, Any]]) -> list[Any]:
     """The Pods of `members`, each made from its own claim (`<member>-data`)."""
     by_name = {(c.get("metadata") or {}).get("name"): c for c in claims}
@@ -587,6 +604,7 @@ class FilterModule:
             "etcd_disruption_budget": disruption_budget,
             "etcd_peer_url": peer_url,
             "etcd_bootstrap_claims": bootstrap_claims,
+            "etcd_bootstrap_started": bootstrap_started,
             "etcd_initial_cluster_entry": initial_cluster_entry,
             "etcd_cert_profiles": cert_profiles,
             "etcd_tls_secrets": tls_secrets,

@@ -51,6 +51,9 @@ ANN_REMOVING = f"{GROUP}/removing"
 ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
 # On the EtcdCluster: the EtcdRestore that writes its first member, so it never seeds an empty one.
 ANN_RESTORE = f"{GROUP}/restore"
+# On the EtcdCluster, written before its first Pod: the --initial-cluster its members were
+# started into. From then on no member is ever made `new` again.
+ANN_BOOTSTRAP_STARTED = f"{GROUP}/bootstrap-started"
 # On the EtcdCluster, set to a version: upgrade to it without the snapshot a minor upgrade
 # otherwise starts with (a person's decision, written down).
 ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
@@ -207,13 +210,20 @@ def member_index(name: str) -> int:
     return int(tail) if tail.isdigit() else MAX_INDEX + 1
 
 
-def url_host(url: str) -> str:
-    return url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+PEER_PORT = 2380
+CLIENT_PORT = 2379
 
 
-def name_from_url(url: str) -> str:
-    """Member `<cluster>-<n>` from a URL on its DNS name (<cluster>-<n>.<cluster>.<ns>...)."""
-    return url_host(url).split(".", 1)[0]
+def member_url(cluster: str, namespace: str, domain: str, tls: bool, member: str, port: int) -> str:
+    """A member's URL on its DNS name, as etcd_manifests makes it: the whole of it (scheme,
+    host with namespace and cluster domain, port) is who the member is."""
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{member}.{cluster}.{namespace}.svc.{domain}:{port}"
+
+
+def url_key(url: str) -> str:
+    """A URL as compared: no trailing slash or spaces, scheme and host in lower case."""
+    return url.strip().rstrip("/").lower()
 
 
 def stable_hash(doc: Any) -> str:
@@ -1050,19 +1060,17 @@ def _phase(pod: dict[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
-def etcd_members(info: dict[str, Any]) -> list[dict[str, Any]]:
-    """etcd's member list, each named after its peer URL (a member not started yet has no
-    name in etcd, only the peer URL it was added with)."""
+def etcd_members(info: dict[str, Any], peer_names: dict[str, str]) -> list[dict[str, Any]]:
+    """etcd's member list, each named after its peer URL, the whole URL (a member not started
+    yet has no name in etcd, only the peer URL it was added with, and the name a member gives
+    itself is its own word). `peer_names` maps each of this cluster's peer URLs (`url_key`)
+    to its member; a member whose peer URLs are not all one of them is `foreign`, named ''."""
     members = []
     for m in info.get("members") or []:
-        urls = m.get("peer_urls") or []
-        members.append({**m, "name": name_from_url(urls[0]) if urls else str(m.get("name", ""))})
+        names = {peer_names.get(url_key(url), "") for url in m.get("peer_urls") or []}
+        name = names.pop() if len(names) == 1 else ""
+        members.append({**m, "name": name, "foreign": not name})
     return members
-
-
-def member_healthy(info: dict[str, Any], name: str) -> bool:
-    """Whether etcd reports the member called `name` (by its peer URL) healthy."""
-    return any(m["name"] == name and m.get("healthy") for m in etcd_members(info))
 
 
 def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
@@ -1070,7 +1078,7 @@ def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
     reported, under the recorded cluster ID. One member's word is never enough: etcd 3.4
     answers the member list from local state, and a member cut off from the others (or a
     fork) answers with its own view."""
-    members = etcd_members(info)
+    members = list(info.get("members") or [])
     voters = [m for m in members if not m.get("is_learner")]
     if not info.get("cluster_id") or not voters:
         return {"ok": False, "why": "no member answered"}
@@ -1183,7 +1191,19 @@ class _Observed:
             self.spec["quota_bytes"] = max(
                 MIN_QUOTA, min(self.spec["quota_bytes"], quota_limit(capacity))
             )
-        self.members = etcd_members(self.info)
+        domain = str(self.options.get("domain") or "cluster.local")
+        names = [f"{self.name}-{i}" for i in range(MAX_INDEX + 1)]
+
+        def urls(port: int) -> dict[str, str]:
+            return {
+                url_key(member_url(self.name, self.namespace, domain, self.spec["tls"], n, port)): n
+                for n in names
+            }
+
+        self.peer_names, self.client_names = urls(PEER_PORT), urls(CLIENT_PORT)
+        self.members = etcd_members(self.info, self.peer_names)
+        # Members of the cluster etcd lists whose peer URL is none of this EtcdCluster's.
+        self.foreign = [m for m in self.members if m["foreign"]]
         self.known = bool(self.info.get("cluster_id"))
         self.by_name = {m["name"]: m for m in self.members if m["name"]}
         self.voters = [m for m in self.members if not m.get("is_learner")]
@@ -1197,8 +1217,10 @@ class _Observed:
         self.leader = next((m["name"] for m in self.members if m["id"] == self.leader_id), "")
         self.recorded_id = recorded_cluster_id(self.obj, claims_list)
         self.agreed = agreement(self.info, self.recorded_id)
-        self.trusted = self.known and bool(self.quorum.get("ok")) and self.agreed["ok"]
-        self.endpoint_names = {url: n for n, url in (facts.get("endpoints") or {}).items()}
+        self.trusted = (
+            self.known and bool(self.quorum.get("ok")) and self.agreed["ok"] and not self.foreign
+        )
+        self.endpoint_names = {url_key(url): n for n, url in (facts.get("endpoints") or {}).items()}
         self.paused = self.spec["paused"] and not self.options.get("ignore_pause", False)
         self.hands_off = self.paused or bool(self.options.get("read_only", False))
         self.tls_plan = tls_plan(facts.get("tls"), self.spec, self.name, run_state(self))
@@ -1210,9 +1232,13 @@ class _Observed:
         self.volumes = facts.get("volumes")
 
     def member_at(self, endpoint: str) -> str:
-        return self.endpoint_names.get(endpoint) or (
-            name_from_url(endpoint) if name_from_url(endpoint) in self.pods else ""
-        )
+        """The member an endpoint was asked as: the run's own map, else the whole client URL."""
+        key = url_key(endpoint)
+        return self.endpoint_names.get(key) or self.client_names.get(key, "")
+
+    def healthy(self, name: str) -> bool:
+        """Whether etcd reports this cluster's member `name` (by its peer URL) healthy."""
+        return bool((self.by_name.get(name) or {}).get("healthy"))
 
 
 def run_state(o: _Observed) -> str:
@@ -1289,7 +1315,7 @@ def node_losses(o: _Observed) -> dict[str, dict[str, Any]]:
         return {}
     losses: dict[str, dict[str, Any]] = {}
     for name in sorted(set(o.pods) | set(o.live_claims)):
-        if member_healthy(o.info, name):
+        if o.healthy(name):
             continue
         claim = o.live_claims.get(name)
         volume = (
@@ -1353,8 +1379,12 @@ def _bootstrap(o: _Observed, refused: bool) -> tuple[list[str], str]:
     restored into it. With no claim and no Pod, every member of the spec. An interrupted
     bootstrap (every claim says `new`, with the same --initial-cluster, and none records a
     member yet) is finished, never started over: the members listed there that have no claim
-    get one with that same record, and each Pod is made from its claim."""
+    get one with that same record, and each Pod is made from its claim. Once the EtcdCluster
+    records that the bootstrap started its Pods (ANN_BOOTSTRAP_STARTED), never again: the
+    members may have formed a cluster the operator could not reach (`_unrecorded_bootstrap`)."""
     if o.known or o.hands_off or refused or o.restore or o.recorded_id:
+        return [], ""
+    if ANN_BOOTSTRAP_STARTED in annotations_of(o.obj):
         return [], ""
     if not o.pods and not o.claims:
         return [f"{o.name}-{i}" for i in range(o.spec["size"])], ""
@@ -1367,6 +1397,31 @@ def _bootstrap(o: _Observed, refused: bool) -> tuple[list[str], str]:
     listed = [entry.split("=", 1)[0] for entry in record.split(",")]
     missing = [n for n in listed if n not in o.claims and n not in o.pods]
     return (missing, record) if missing else ([], "")
+
+
+def _unrecorded_bootstrap(o: _Observed) -> dict[str, str] | None:
+    """A refusal when members of a bootstrap that started (the EtcdCluster says so) lack their
+    claim while no cluster ID was ever recorded (etcd has not answered the operator with an
+    agreeing quorum): made again as `new`, such a member would start a cluster of its own
+    beside the one the others formed, or come back under its old identity with none of its
+    data. Once etcd answers, each is removed and replaced through a learner as usual."""
+    started = annotations_of(o.obj).get(ANN_BOOTSTRAP_STARTED)
+    if not started or o.known or o.recorded_id or o.restore or o.hands_off:
+        return None
+    listed = [entry.split("=", 1)[0] for entry in started.split(",") if "=" in entry]
+    missing = [n for n in listed or sorted(o.claims) if n not in o.claims]
+    if not missing:
+        return None
+    return _refusal(
+        "BootstrapNotRecorded",
+        f"metadata.annotations[{ANN_BOOTSTRAP_STARTED}]",
+        f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no claim, and the "
+        f"cluster's members were started ({ANN_BOOTSTRAP_STARTED}) but etcd has not answered "
+        "the operator with a quorum since, so no cluster ID was recorded: not made again as "
+        "members of a new cluster, which could start a cluster of its own or come back under "
+        "an old identity without its data. Once etcd answers, they are replaced through "
+        "learners; a cluster that never held data can be deleted and created again",
+    )
 
 
 def _versions(o: _Observed) -> tuple[dict[str, str], str, dict[str, str] | None]:
@@ -1395,35 +1450,107 @@ def _versions(o: _Observed) -> tuple[dict[str, str], str, dict[str, str] | None]
     return running, target, None
 
 
-def _fence(o: _Observed) -> list[dict[str, str]]:
-    """Members answering for another cluster, or as another member than their claim records."""
-    fence: dict[str, str] = {}
+def _contradicted(o: _Observed) -> list[dict[str, str]]:
+    """Members whose own answer contradicts what the members agree on: it answers for another
+    cluster, as a member etcd does not list where its claim records another, or as the leader
+    of a cluster of its own. Each with the reason and, when it is not fenced for it, why not
+    (`unfenced`): only a trusted quorum's agreement (the views of a quorum of voting members
+    agreeing on cluster ID and member list, under the recorded cluster ID, no foreign member)
+    can contradict a member, and only an answer over TLS, checked against the cluster's CA,
+    comes from one of its members: over plain HTTP anything that answers on a member's
+    address (a reused Pod IP, a Pod of someone else's) could have said it."""
+    cluster_id = str(o.info.get("cluster_id") or "")
+    listed = {m["id"] for m in o.members}
+    voters = {m["id"] for m in o.voters}
+    found: dict[str, str] = {}
+    verified: dict[str, bool] = {}
     for view in o.info.get("views") or []:
-        name = o.member_at(view.get("endpoint", ""))
-        if not name or not view.get("cluster_id"):
+        endpoint = str(view.get("endpoint") or "")
+        name = o.member_at(endpoint)
+        if not name or name not in o.claims or not view.get("cluster_id"):
             continue
         recorded_member = annotations_of(o.claims.get(name)).get(ANN_MEMBER_ID)
-        if o.recorded_id and view["cluster_id"] != o.recorded_id:
-            fence[name] = f"it answers for cluster {view['cluster_id']}, not {o.recorded_id}"
-        elif recorded_member and view.get("member_id") and view["member_id"] != recorded_member:
-            fence[name] = (
+        expected = o.recorded_id or cluster_id
+        if expected and view["cluster_id"] != expected:
+            found[name] = f"it answers for cluster {view['cluster_id']}, not {expected}"
+        elif (
+            recorded_member
+            and view.get("member_id")
+            and view["member_id"] != recorded_member
+            # Another member of ours answering on this address is a mix-up of addresses,
+            # not this member's doing.
+            and view["member_id"] not in listed
+        ):
+            found[name] = (
                 f"it answers as member {view['member_id']}, its claim records {recorded_member}"
             )
         elif (
             o.agreed["ok"]
             and view.get("linearizable")
-            and len(set(view.get("member_ids") or []) & {m["id"] for m in o.voters})
-            < quorum_of(len(o.voters))
+            and len(set(view.get("member_ids") or []) & voters) < quorum_of(len(voters))
         ):
             # A linearizable answer goes through a leader: one whose list does not even hold a
             # quorum of the voters a quorum agrees on comes from a leader of its own, a fork
             # (same cluster ID when a seed re-bootstraps with its old flags). A view read while
             # a member was being added or removed differs by one member, never by that much.
-            fence[name] = (
+            found[name] = (
                 f"it leads a cluster of its own: it lists {len(view.get('member_ids') or [])} "
                 f"members where a quorum lists {len(o.members)}"
             )
-    return [{"name": n, "reason": why} for n, why in sorted(fence.items()) if n in o.claims]
+        else:
+            continue
+        verified[name] = url_key(endpoint).startswith("https://")
+    out = []
+    for name, why in sorted(found.items()):
+        unfenced = ""
+        if not o.trusted:
+            unfenced = (
+                "no trusted quorum contradicts it (a quorum agreeing on the member list, no "
+                "foreign member), so nothing is fenced on its word"
+            )
+        elif not verified[name]:
+            unfenced = (
+                "its answer came over plain HTTP (spec.tls.enabled is false), which does not "
+                "show who answered: check what answers at its address, and fence it by hand "
+                f"(annotate its claim {ANN_FENCED}) if it is a fork"
+            )
+        out.append({"name": name, "reason": why, "unfenced": unfenced})
+    return out
+
+
+def _fence(o: _Observed) -> list[dict[str, str]]:
+    """Members a trusted quorum contradicts, on an answer over TLS: fenced (docs/design-
+    decisions.md, "Fencing needs a trusted quorum and an answer over TLS")."""
+    return [
+        {"name": c["name"], "reason": c["reason"]} for c in _contradicted(o) if not c["unfenced"]
+    ]
+
+
+def _suspects(o: _Observed) -> list[dict[str, str]]:
+    """Members whose answers contradict the others, not fenced for it: said, never acted on."""
+    return [c for c in _contradicted(o) if c["unfenced"]]
+
+
+def _foreign_refusal(o: _Observed) -> dict[str, str] | None:
+    """Members etcd lists whose peer URL is none of this EtcdCluster's: taken for none of ours,
+    and nothing is changed or cleaned up while they are there."""
+    if not o.foreign:
+        return None
+    domain = str(o.options.get("domain") or "cluster.local")
+    ours = member_url(o.name, o.namespace, domain, o.spec["tls"], f"{o.name}-N", PEER_PORT)
+    listed = ", ".join(
+        f"member {m['id']} at {', '.join(m.get('peer_urls') or []) or 'no peer URL'}"
+        for m in o.foreign
+    )
+    return _refusal(
+        "ForeignMember",
+        "",
+        f"etcd lists {listed}: no member of EtcdCluster {o.namespace}/{o.name}, whose members' "
+        f"peer URLs are {ours}. It may be a member of another namespace's cluster of the same "
+        f"name, or the operator's cluster domain ({domain}) may not be the one the members "
+        "were made with. Membership changes and cleanups wait; if it does not belong here, "
+        "remove it by hand (etcdctl member remove <id>)",
+    )
 
 
 def _record(o: _Observed, fenced: set[str]) -> list[dict[str, str]]:
@@ -1488,7 +1615,7 @@ def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> d
             else container_trouble(pod)
         )
         run = healthy_run(pod)
-        healthy = bool(run) and member_healthy(o.info, name)
+        healthy = bool(run) and o.healthy(name)
         marked = annotations_of(pod)
         since = (
             _seconds_between(marked.get(ANN_HEALTHY_SINCE, ""), o.observed_at)
@@ -1752,7 +1879,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     lost_data = sorted(
         n
         for n, p in o.pods.items()
-        if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not member_healthy(o.info, n)
+        if not _deleting(p) and data_lost(p, o.live_claims.get(n)) and not o.healthy(n)
     )
     # Members no node runs: a Pod on a lost node is not waited for (no kubelet would confirm
     # it gone). Once the node has been lost for spec.nodeLossTimeout, a member whose volume
@@ -1810,7 +1937,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             n in outdated
             and not halted
             and not pod_ready(o.pods[n])
-            and not member_healthy(o.info, n)
+            and not o.healthy(n)
             and bool(unschedulable(o.pods[n]) or container_trouble(o.pods[n]))
         )
     )
@@ -1849,9 +1976,18 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         and (n not in node_lost or n in moved or (timeout == 0 and n not in o.pods))
     )
 
-    fence = _fence(o) if o.known or o.info.get("views") else []
+    fence = _fence(o)
+    suspects = _suspects(o)
     fenced = {f["name"] for f in fence}
-    record = _record(o, fenced) if o.known else []
+    # The cluster ID is recorded from the first look in which a quorum agrees on it, never from
+    # one member's word; once recorded, only members of that cluster are looked at.
+    record = (
+        _record(o, fenced | {s["name"] for s in suspects})
+        if o.known and (o.recorded_id or o.agreed["ok"])
+        else []
+    )
+    if foreign := _foreign_refusal(o):
+        refusals.append(foreign)
     relabel = [
         {"name": m["name"], "voter": "false" if m.get("is_learner") else "true"}
         for m in o.members
@@ -1878,6 +2014,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
             f"voting members healthy, {quorum.get('needed')} needed)"
             if not quorum.get("ok")
             else o.agreed["why"]
+            if not o.agreed["ok"]
+            else f"etcd lists {len(o.foreign)} member(s) that are none of this cluster's"
         )
     if o.trusted:
         stale = sorted(
@@ -2009,6 +2147,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
     # every member at once, as etcd's static bootstrap does (docs/design-decisions.md,
     # "Bootstrap"). A cluster being restored gets its first member from the restore: empty
     # members would be a cluster of their own, which the restored member could never join.
+    if unrecorded := _unrecorded_bootstrap(o):
+        refusals.append(unrecorded)
     bootstrap, bootstrap_record = _bootstrap(o, bool(refusals))
     names = [f"{o.name}-{i}" for i in range(MAX_INDEX + 1)]
     result = {
@@ -2027,6 +2167,8 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         "cluster_id": o.recorded_id or (o.info.get("cluster_id", "") if o.agreed["ok"] else ""),
         "leader": o.leader,
         "quorum": o.quorum,
+        # The members etcd counts healthy, each known by its peer URL.
+        "healthy": sorted(n for n, m in o.by_name.items() if m.get("healthy")),
         "member_names": sorted(o.by_name),
         "versions": {n: version_of(n) for n in names},
         "pod_hashes": {n: pod_hash(spec, version_of(n)) for n in names},
@@ -2043,6 +2185,7 @@ def plan(facts: dict[str, Any]) -> dict[str, Any]:
         else [],
         "leaving": leaving,
         "fence": fence,
+        "suspects": suspects,
         "record": record,
         "relabel": relabel,
         "replace": replace,
@@ -2254,7 +2397,15 @@ def report(
         phase = "Scaling"
     elif not rolled and not p["halted"]:
         phase = "Upgrading"
-    elif refusals or unhealthy or alarms or p["lost_data"] or p["fence"] or p["node_lost"]:
+    elif (
+        refusals
+        or unhealthy
+        or alarms
+        or p["lost_data"]
+        or p["fence"]
+        or p["suspects"]
+        or p["node_lost"]
+    ):
         phase = "Degraded"
     else:
         phase = "Running"
@@ -2269,6 +2420,10 @@ def report(
             "MemberFenced",
             f"{fenced[0]['name']} is fenced: {fenced[0]['reason']}",
         )
+    elif p["suspects"]:
+        suspect = p["suspects"][0]
+        d_reason = "MemberSuspect"
+        d_message = f"{suspect['name']}: {suspect['reason']}; not fenced: {suspect['unfenced']}"
     elif p["lost_data"]:
         d_reason = "MemberDataLost"
         d_message = (
@@ -2330,6 +2485,15 @@ def report(
         events.append({"type": "Warning", "reason": "QuorumLost", "message": a_message})
     for r in refusals:
         events.append({"type": "Warning", "reason": r["reason"], "message": r["message"]})
+    for suspect in p["suspects"]:
+        events.append(
+            {
+                "type": "Warning",
+                "reason": "MemberSuspect",
+                "message": f"{suspect['name']}: {suspect['reason']}; not fenced: "
+                f"{suspect['unfenced']}",
+            }
+        )
     # etcd may not yet count a member healthy whose Pod is already Ready (its readiness probe
     # asks the member alone): no event will mark the moment it does, so the run asks for
     # another look soon rather than leave status Degraded until the next full run.
@@ -2394,7 +2558,6 @@ class FilterModule:
             "etcd_cluster_spec": normalize_spec,
             "etcd_cluster_report": report,
             "etcd_run_refusal": run_refusal,
-            "etcd_member_healthy": member_healthy,
             "etcd_tls_seen": tls_seen,
             "etcd_tls_material": tls_material,
             "etcd_tls_client": tls_client,

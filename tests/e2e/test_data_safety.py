@@ -6,6 +6,8 @@ fine, healing stuck behind a refusal, a scale change that drops the disruption b
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
 import json
 import shutil
 import subprocess
@@ -31,9 +33,9 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import NAMESPACE, SELECTOR
+from tests.e2e.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.filters import load_filter
-from tests.k8s_cluster import REPO, K8sCluster
+from tests.k8s_cluster import REPO, K8sCluster, namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -44,6 +46,8 @@ LOOKUP = "{{ lookup('ansible.builtin.pipe', 'touch /tmp/ero-pwned') }}"
 CONCAT = "{{ 'a' ~ 'b' }}"
 NUMBER = "{{ 6 * 7 }}"
 MARKER = Path("/tmp/ero-pwned")
+BOOTSTRAP_STARTED = "etcd.runbook.io/bootstrap-started"
+LABEL_TLS_FOR = "etcd.runbook.io/tls-for"
 
 
 def patch(k8s: K8sCluster, ns: str, name: str, body: dict[str, Any]) -> None:
@@ -797,3 +801,213 @@ def test_a_lost_tls_secret_never_breaks_a_running_cluster(
     _event_naming(k8s, ns, user, "TLSSecretMissing", "spec.tls.secrets.peer")
     time.sleep(3)
     assert pods(k8s, ns, user) == [], "a Pod was made with a Secret not labelled for the cluster"
+
+
+def _plain_etcdctl(k8s: K8sCluster, ns: str, pod: str, *args: str) -> str:
+    """etcdctl in a member Pod of a cluster without TLS (anyone who reaches its client port
+    may do the same)."""
+    out = k8s.kubectl(
+        "-n", ns, "exec", pod, "-c", "etcd", "--", "/usr/local/bin/etcdctl",
+        "--endpoints=http://127.0.0.1:2379", *args,
+    )  # fmt: skip
+    return str(out.stdout)
+
+
+def test_a_member_of_another_namespace_is_never_taken_for_ours(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """Two EtcdClusters of one name in two namespaces, without TLS. A learner is added to
+    ours at the peer URL of the other's member `same-0`: taken for our same-0 (by the URL's
+    first label), the surplus learner was removed, which removed our healthy same-0 (found by
+    its name) and deleted its claim. Now it is said (ForeignMember) and nothing is touched; once
+    someone removes it, the cluster is as before."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "same"
+    plain = {"enabled": False}
+    with namespace_for_test(k8s) as other:
+        apply(k8s, other, etcd_cluster(name, size=1, tls=plain))
+        apply(k8s, ns, etcd_cluster(name, size=3, tls=plain))
+        wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+        if isinstance(operator, InClusterOperator):  # a process operator watches one namespace
+            wait_available(k8s, other, name, 1, AVAILABLE_WITHIN)
+        claim = get(k8s, ns, "pvc", f"{name}-0-data")["metadata"]
+        theirs = f"http://{name}-0.{name}.{other}.svc.cluster.local:2380"
+        added = _plain_etcdctl(
+            k8s, ns, f"{name}-1", "member", "add", "stranger", "--learner", f"--peer-urls={theirs}"
+        )
+        foreign_id = added.split("Member ", 1)[1].split()[0]
+        started = time.monotonic()
+        patch(k8s, ns, name, {"metadata": {"annotations": {"etcd.runbook.io/poke": "1"}}})
+
+        def said_or_touched() -> dict[str, Any]:
+            obj = get(k8s, ns, "etcd", name)
+            said = condition(obj, "Degraded").get("reason") == "ForeignMember"
+            now = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+            ours = next((c for c in now if c["metadata"]["name"] == f"{name}-0-data"), None)
+            touched = ours is None or "etcd.runbook.io/removing" in (
+                ours["metadata"].get("annotations") or {}
+            )
+            return {"obj": obj, "touched": touched} if said or touched else {}
+
+        seen = k8s.wait_for(said_or_touched, timeout=180, interval=1, what="the stranger said")
+        print(f"ForeignMember said {time.monotonic() - started:.1f}s after the poke")
+        assert not seen["touched"], f"{name}-0 was taken for the stranger and removed"
+        message = condition(seen["obj"], "Degraded")["message"]
+        assert foreign_id in message and theirs in message, message
+        assert get(k8s, ns, "pvc", f"{name}-0-data")["metadata"]["uid"] == claim["uid"]
+        members = json.loads(_plain_etcdctl(k8s, ns, f"{name}-1", "member", "list", "-w", "json"))
+        voters = sorted(m["name"] for m in members["members"] if not m.get("isLearner"))
+        assert voters == [f"{name}-0", f"{name}-1", f"{name}-2"], members
+        k8s.wait_for(
+            lambda: [e for e in events(k8s, ns, "ForeignMember") if foreign_id in e["message"]],
+            timeout=30,
+            interval=1,
+            what="a ForeignMember Warning Event",
+        )
+
+        # Removed by hand, the cluster is back as it was.
+        _plain_etcdctl(k8s, ns, f"{name}-1", "member", "remove", foreign_id)
+        patch(k8s, ns, name, {"metadata": {"annotations": {"etcd.runbook.io/poke": "2"}}})
+        wait_available(k8s, ns, name, 3, 120)
+        assert get(k8s, ns, "pvc", f"{name}-0-data")["metadata"]["uid"] == claim["uid"]
+
+
+def _user_tls(ns: str, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The three Secrets of spec.tls.secrets, labelled for the cluster, the members certified
+    by one CA and the client certificate (what the operator presents) by another, which the
+    members do not trust: etcd never answers the operator. And a client Secret the members
+    trust, to put in its place."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def pem(obj: Any) -> str:
+        if isinstance(obj, x509.Certificate):
+            return obj.public_bytes(serialization.Encoding.PEM).decode()
+        return obj.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+
+    def issue(cn: str, ca: tuple[Any, Any] | None, *extensions: Any) -> tuple[Any, Any]:
+        """(key, certificate); self-signed CA when `ca` is None."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca[1].subject if ca else subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca is None, path_length=None), True)
+        )
+        for extension in extensions:
+            builder = builder.add_extension(extension, False)
+        return key, builder.sign(ca[0] if ca else key, hashes.SHA256())
+
+    members_ca, strangers_ca = issue("members", None), issue("someone else", None)
+    # etcd checks a peer's client certificate by resolving its names: each member by name.
+    dns = [f"*.{name}.{ns}.svc.cluster.local", "localhost"]
+    dns += [f"{name}-{i}.{name}.{ns}.svc{d}" for i in range(10) for d in ("", ".cluster.local")]
+    loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))  # etcdctl in a member
+    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    member = issue(
+        "member",
+        members_ca,
+        x509.SubjectAlternativeName([*(x509.DNSName(d) for d in dns), loopback]),
+        x509.ExtendedKeyUsage(both),
+    )
+    client_only = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+
+    def secret(purpose: str, pair: tuple[Any, Any], ca: tuple[Any, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": f"{name}-{purpose}", "labels": {LABEL_TLS_FOR: name}},
+            "stringData": {"tls.crt": pem(pair[1]), "tls.key": pem(pair[0]), "ca.crt": pem(ca[1])},
+        }
+
+    untrusted = secret("client", issue("operator", strangers_ca, client_only), strangers_ca)
+    trusted = secret("client", issue("operator", members_ca, client_only), members_ca)
+    return [secret("peer", member, members_ca), secret("server", member, members_ca), untrusted], (
+        trusted
+    )
+
+
+def test_a_bootstrap_the_operator_never_reached_is_never_started_again(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """The members form their cluster but never answer the operator (its client certificate is
+    of a CA they do not trust), so no cluster ID is recorded. A member's Pod and claim deleted
+    then: it was made again as `new` (taken for an interrupted bootstrap), an empty member
+    under its old identity. Now the EtcdCluster records that its bootstrap started before the
+    first Pod, nothing is made again (BootstrapNotRecorded), and once etcd answers the member
+    is replaced through a learner."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "unseen"
+    secrets, trusted_client = _user_tls(ns, name)
+    for secret in secrets:
+        apply(k8s, ns, secret)
+    names = {p: f"{name}-{p}" for p in ("peer", "server", "client")}
+    apply(k8s, ns, etcd_cluster(name, size=3, tls={"enabled": True, "secrets": names}))
+
+    def claims() -> list[str]:
+        items = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+        return sorted(c["metadata"]["name"] for c in items)
+
+    def formed_unseen() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", name)
+        ready = [
+            p
+            for p in pods(k8s, ns, name)
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p.get("status", {}).get("conditions", [])
+            )
+        ]
+        return obj if len(ready) == 3 else {}
+
+    obj = k8s.wait_for(formed_unseen, timeout=AVAILABLE_WITHIN, interval=2, what="3 Ready")
+    assert "clusterID" not in obj.get("status", {}), "etcd never answered the operator"
+    assert condition(obj, "Available").get("status") == "False"
+    record = obj["metadata"].get("annotations", {}).get(BOOTSTRAP_STARTED, "")
+    # What the members hold, asked in a member Pod with its own certificate.
+    before = {m["name"]: format(m["ID"], "x") for m in member_list(k8s, ns, f"{name}-0")}
+    assert etcdctl(k8s, ns, f"{name}-0", "put", "unseen/key", "kept").strip() == "OK"
+
+    victim = f"{name}-2"
+    # The claim first (it goes once no Pod uses it), so the Pod is not made again meanwhile.
+    k8s.kubectl("-n", ns, "delete", "pvc", f"{victim}-data", "--wait=false")
+    k8s.kubectl("-n", ns, "delete", "pod", victim, "--grace-period=0", "--force")
+    k8s.wait_for(lambda: f"{victim}-data" not in claims(), timeout=60, what="its claim gone")
+    patch(k8s, ns, name, {"metadata": {"annotations": {"etcd.runbook.io/poke": "1"}}})
+
+    def refused_or_remade() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        remade = f"{victim}-data" in claims()
+        refused = condition(o, "Degraded").get("reason") == "BootstrapNotRecorded"
+        return {"obj": o, "remade": remade} if refused or remade else {}
+
+    seen = k8s.wait_for(refused_or_remade, timeout=180, interval=1, what="refused or remade")
+    assert not seen["remade"], f"{victim} was made again as a member of a new cluster"
+    assert victim in condition(seen["obj"], "Degraded")["message"]
+    assert record.count("=") == 3, f"the bootstrap recorded before the first Pod: {record!r}"
+    time.sleep(10)  # and it stays so
+    assert claims() == [f"{name}-0-data", f"{name}-1-data"]
+
+    # A client certificate the members trust: etcd answers, the cluster ID is recorded, and
+    # the member without a claim is replaced through a learner.
+    apply(k8s, ns, trusted_client)
+    patch(k8s, ns, name, {"metadata": {"annotations": {"etcd.runbook.io/poke": "2"}}})
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    assert obj["status"]["clusterID"]
+    after = {m["name"]: m["id"] for m in obj["status"]["members"]}
+    assert after[f"{name}-0"] == before[f"{name}-0"] and after[f"{name}-1"] == before[f"{name}-1"]
+    assert before[victim] not in after.values(), "a new member in its place, never the old one"
+    new = next(n for n in after if after[n] not in before.values())
+    got = etcdctl(k8s, ns, new, "get", "unseen/key", "--print-value-only", "--consistency=s")
+    assert got.strip() == "kept", "the new member has the data, from the others"

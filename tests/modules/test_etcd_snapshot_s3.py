@@ -402,7 +402,7 @@ if os.environ.get("TRACE"):
     tracemalloc.start()
 before = rss("VmRSS:")
 saved = upload_snapshot(store, args["key"],
-                        lambda sink: stream_snapshot(params, args["url"], sink, 600))
+                        lambda sink: stream_snapshot(params, args["url"], sink, 600, None))
 print(json.dumps({"size": saved.size, "sha256": saved.sha256, "before": before,
                   "peak": rss("VmHWM:"),
                   "traced": tracemalloc.get_traced_memory()[1] if os.environ.get("TRACE") else 0}))

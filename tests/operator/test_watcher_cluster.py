@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import signal
@@ -319,3 +320,59 @@ def test_losing_the_lease_stops_the_operator_with_an_error(
     assert rc == 1, "exit non-zero so the Pod restarts as a candidate"
     assert lost_after <= 15, "gave up within the renew deadline (10 s) plus a retry"
     assert "leadership lost" in op.log()
+
+
+def _rfc3339_seconds(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_losing_the_lease_ends_runs_in_flight_before_another_may_lead(
+    k8s_cluster, k8s_namespace, start_operator, tmp_path
+):
+    """A run is in the middle of a task (a shell in ansible's worker, which has a session of
+    its own) when the Lease is taken away: it is over, and the watcher writes nothing more,
+    before another candidate may first take the Lease (lease duration after the last renewal).
+    Before, the task ran on to its end and the watcher waited for it, leading in all but name."""
+    ns = k8s_namespace
+    op = start_operator("a")
+    k8s_cluster.wait_for(op.is_leader, timeout=60, what="a leads")
+    beats = tmp_path / "beats"
+    k8s_cluster.kubectl(
+        "-n", ns, "apply", "-f", "-", input=widget_manifest("held", holdFile=str(beats))
+    )
+    k8s_cluster.wait_for(
+        lambda: beats.exists() and len(beats.read_text().split()) >= 3,
+        timeout=90,
+        what="the run's task beating",
+    )
+    lease_name = str(next(a for a in op.proc.args if str(a).startswith("widget-")))
+    # Someone else holds the Lease now (as after a network partition): renewals fail. Taken
+    # on the version read, so the renewal read is the watcher's last.
+    for _ in range(10):
+        lease = get(k8s_cluster, ns, "lease", lease_name)
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        taken = {
+            "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+            "spec": {"holderIdentity": "thief", "renewTime": now},
+        }
+        patched = k8s_cluster.kubectl(
+            "-n", ns, "patch", "lease", lease_name, "--type=merge", "-p", json.dumps(taken),
+            check=False,
+        )  # fmt: skip
+        if patched.returncode == 0:
+            break
+    assert patched.returncode == 0, patched.stderr
+    last_renewal = _rfc3339_seconds(lease["spec"]["renewTime"])
+    duration = float(lease["spec"]["leaseDurationSeconds"])
+    rc = op.proc.wait(timeout=40)
+    time.sleep(1)  # a beat a live task would write meanwhile
+    last_beat = float(beats.read_text().split()[-1])
+    print(
+        f"last beat {last_beat - last_renewal:.1f}s after the last renewal; another may lead "
+        f"{duration:.0f}s after it"
+    )
+    assert rc == 1
+    assert last_beat < last_renewal + duration, "the task ran on past the Lease"
+    assert "runs still in flight killed" in op.log()
+    held = get(k8s_cluster, ns, "widget", "held")
+    assert "observedGeneration" not in held.get("status", {}), "no status written after"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from ansible.module_utils.etcd_client import EtcdClient
+from ansible.module_utils.etcd_client import EtcdClient, foreign_answer
 from ansible.module_utils.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
@@ -16,6 +16,7 @@ from ansible.module_utils.etcd_common import (
 )
 from ansible.module_utils.etcd_errors import (
     EtcdAuthError,
+    EtcdForeignClusterError,
     EtcdInputError,
     EtcdModuleError,
     EtcdServerError,
@@ -248,3 +249,36 @@ def test_calls_through_any_endpoint_try_the_preferred_first(preferred, order):
             client.member_list()
     message = caught.value.message
     assert sorted(urls, key=message.index) == [name[k] for k in order], message
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "foreign"),
+    [
+        (None, 0xABC, False),  # nothing known yet: any answer is taken (and decides)
+        ("abc", 0xABC, False),
+        ("abc", 0xDEF, True),
+        # etcd leaves some headers empty (defragment, move leader, 3.4's alarms): those calls
+        # go only through an endpoint whose status named the cluster on the same channel.
+        ("abc", 0, False),
+    ],
+)
+def test_an_answer_of_another_cluster_is_foreign(expected, got, foreign):
+    assert foreign_answer(expected, got) is foreign
+
+
+def test_the_first_answer_decides_the_cluster_and_another_one_fails_the_call():
+    url = f"http://127.0.0.1:{closed_port()}"
+    with EtcdClient(ConnectionParams(endpoints=(url,))) as client:
+        assert client.expected_cluster_id is None
+        client.answered(url, "MemberList", 0)
+        assert client.expected_cluster_id is None, "an empty header decides nothing"
+        client.answered(url, "MemberList", 0xABC)
+        assert client.expected_cluster_id == "abc"
+        client.expect_cluster("def")
+        assert client.expected_cluster_id == "abc", "the cluster, once known, stays"
+        with pytest.raises(EtcdForeignClusterError) as raised:
+            client.answered(url, "MemberAdd", 0xDEF)
+        assert "MemberAdd" in str(raised.value) and "def" in str(raised.value)
+        assert client.trusted([url]) == [], "no later call goes through that endpoint"
+    with EtcdClient(ConnectionParams(endpoints=(url,), cluster_id="ABC")) as client:
+        assert client.expected_cluster_id == "abc", "a given cluster ID is expected at once"

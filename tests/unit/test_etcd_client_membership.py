@@ -69,6 +69,16 @@ def test_unstarted_member_is_found_by_peer_url():
     assert plan.member is not None and plan.member.id == "a4"
 
 
+def test_a_member_only_named_like_the_one_to_remove_is_not_removed():
+    """It calls itself m2, but its peer URL is another's (another namespace's m2)."""
+    stranger = Member(id="b2", name="m2", peer_urls=["http://10.9.9.9:2380"])
+    cluster = [member(1), stranger, member(3)]
+    with pytest.raises(EtcdRefusedError, match="not taken for m2"):
+        plan_absent(health(cluster), "m2", [member(2).peer_urls[0]], force=False)
+    assert plan_absent(health(cluster), "m2", ["http://10.9.9.9:2380"], False).steps == ["remove"]
+    assert plan_absent(health(cluster), "m2", [], False).steps == ["remove"]
+
+
 def test_promote_and_update_peer_urls():
     cluster = [*THREE, member(4, learner=True)]
     plan = plan_present(health(cluster), "m4", [], learner=False)

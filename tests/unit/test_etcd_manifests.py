@@ -64,6 +64,20 @@ def test_a_new_cluster_s_claims_each_record_every_member_and_new():
     assert late["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER] == record
 
 
+def test_the_cluster_records_that_its_members_are_being_started():
+    p = a_plan()
+    claims = em.bootstrap_claims(p, p["bootstrap"])
+    mark = em.bootstrap_started(p, claims)
+    assert (mark["kind"], mark["metadata"]["name"], mark["metadata"]["namespace"]) == (
+        "EtcdCluster",
+        "e",
+        "ns",
+    )
+    record = claims[0]["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER]
+    assert mark["metadata"]["annotations"] == {ep.ANN_BOOTSTRAP_STARTED: record}
+    assert set(mark) == {"apiVersion", "kind", "metadata"}, "a merge patch of one annotation"
+
+
 def test_pod_flags_come_from_the_claim_and_the_spec():
     p = a_plan(storage={"size": "4Gi"})
     pod = em.member_pod(p, "e-0", seed_claim(p))

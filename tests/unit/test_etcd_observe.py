@@ -21,6 +21,7 @@ from ansible.module_utils.etcd_observe import (
     forward_targets,
     member_healthy,
     node_facts,
+    peer_url,
     pod_addresses,
     probe_until_answering,
     running,
@@ -132,6 +133,18 @@ def test_member_healthy():
     info = {"members": [{"name": "a", "healthy": True}, {"name": "b", "healthy": False}]}
     assert member_healthy(info, "a") and not member_healthy(info, "b")
     assert not member_healthy(info, "c") and not member_healthy({}, "a")
+
+
+def test_an_awaited_member_is_the_one_at_its_whole_peer_url():
+    """A member of another namespace's cluster of the same name calls itself e-1 too."""
+    etcd = {"tls": True, "dns_suffix": "e.ns.svc.cluster.local"}
+    ours = "https://e-1.e.ns.svc.cluster.local:2380"
+    assert peer_url(etcd, "e-1") == ours
+    assert peer_url({"tls": True}, "e-1") == ""
+    theirs = {"name": "e-1", "healthy": True, "peer_urls": [ours.replace(".ns.", ".other.")]}
+    assert not member_healthy({"members": [theirs]}, "e-1", ours)
+    mine = {"name": "", "healthy": True, "peer_urls": [ours.upper() + "/"]}
+    assert member_healthy({"members": [theirs, mine]}, "e-1", ours)
 
 
 class _Reader:

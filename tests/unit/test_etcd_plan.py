@@ -534,6 +534,57 @@ def test_a_cluster_once_reported_is_never_bootstrapped_again():
     assert p["bootstrap"] == []
 
 
+def started(**spec: Any) -> dict[str, Any]:
+    """A new cluster whose bootstrap the EtcdCluster records as started (its Pods were made)."""
+    o = obj(status={}, **spec)
+    o["metadata"]["annotations"] = {ep.ANN_BOOTSTRAP_STARTED: BOOT3}
+    return o
+
+
+@pytest.mark.parametrize(
+    ("pods", "claims", "missing", "heal"),
+    [
+        # A member's Pod and claim deleted while etcd cannot be reached from the operator: the
+        # members may have formed a cluster, so it is never made `new` again.
+        ([pod(0), pod(1)], [boot(0), boot(1)], "e-2", []),
+        ([pod(0)], [boot(0), boot(1)], "e-2", ["e-1"]),  # heals go on regardless
+        ([], [], "e-0, e-1, e-2", []),  # every claim gone: no empty cluster in its place
+        # Every claim there: a Pod is re-made from its claim, as after any interruption.
+        ([pod(0)], [boot(0), boot(1), boot(2)], "", ["e-1", "e-2"]),
+    ],
+)
+def test_a_bootstrap_that_started_is_never_started_again(pods, claims, missing, heal):
+    p = ep.plan({"object": started(), "pods": pods, "claims": claims, "info": {}})
+    assert p["bootstrap"] == [] and p["heal"] == heal
+    refused = [r for r in p["refusals"] if r["reason"] == "BootstrapNotRecorded"]
+    assert [r["message"].split(" ha")[0] for r in refused] == ([missing] if missing else [])
+    if missing:
+        assert refused[0]["field"] == f"metadata.annotations[{ep.ANN_BOOTSTRAP_STARTED}]"
+        report = ep.report({"object": started(), "pods": pods, "claims": claims, "info": {}})
+        assert cond(report, "Degraded") == ("True", "BootstrapNotRecorded")
+        assert any(e["reason"] == "BootstrapNotRecorded" for e in report["events"])
+    # Once etcd answers, the usual rules apply: the member without a claim is lost, replaced.
+    members = [member(0), member(1), member(2, healthy=False)]
+    answered = ep.plan({"object": started(), "pods": pods, "claims": claims, "info": info(members)})
+    assert not [r for r in answered["refusals"] if r["reason"] == "BootstrapNotRecorded"]
+
+
+def test_the_cluster_id_is_recorded_from_a_look_that_sees_an_agreeing_quorum():
+    """The first answers of a new cluster: one member's word records nothing on any claim."""
+    looked = info([member(i) for i in range(3)], views=[view(0, [0, 1, 2])])
+    facts: dict[str, Any] = {
+        "object": started(),
+        "pods": [pod(i) for i in range(3)],
+        "claims": [boot(i) for i in range(3)],
+        "info": looked,
+    }
+    p = ep.plan(facts)
+    assert p["record"] == [] and p["cluster_id"] == ""
+    looked["views"].append(view(1, [0, 1, 2]))
+    p = ep.plan(facts)
+    assert [r["name"] for r in p["record"]] == ALL3 and p["cluster_id"] == CID
+
+
 def test_a_bad_spec_bootstraps_nothing():
     p = ep.plan({"object": obj(status={}, size=0), "pods": [], "claims": [], "info": {}})
     assert p["bootstrap"] == [] and p["refusals"]
@@ -686,6 +737,68 @@ def test_a_fork_under_the_same_cluster_id_is_fenced():
     assert ep.plan(facts)["fence"] == []
 
 
+def over_plain_http(facts: dict[str, Any]) -> dict[str, Any]:
+    """The same cluster with spec.tls.enabled false: every URL plain HTTP."""
+    facts["object"] = obj(tls={"enabled": False})
+    plain = ep.pod_hash(ep.normalize_spec(facts["object"], {}), "3.6.16")
+    facts["pods"] = [pod(i, hash_=plain) for i in range(len(facts["pods"]))]
+    for m in facts["info"]["members"]:
+        m["peer_urls"] = [u.replace("https://", "http://") for u in m["peer_urls"]]
+        m["client_urls"] = [u.replace("https://", "http://") for u in m["client_urls"]]
+    for v in facts["info"]["views"]:
+        v["endpoint"] = v["endpoint"].replace("https://", "http://")
+    for c in facts["claims"]:
+        record = c["metadata"]["annotations"]
+        record[ep.ANN_INITIAL_CLUSTER] = record[ep.ANN_INITIAL_CLUSTER].replace("https", "http")
+    return facts
+
+
+def stranger_on_e0(**views: Any) -> dict[str, Any]:
+    facts = healthy3()
+    facts["info"] = info(
+        [member(0, healthy=False), member(1), member(2)],
+        leader=1,
+        views=[view(0, [0], cluster="f0e"), view(1, [0, 1, 2]), view(2, [0, 1, 2])],
+    )
+    return facts
+
+
+@pytest.mark.parametrize(
+    "case, fenced, suspects, why",
+    [
+        ("tls", ["e-0"], [], ""),
+        ("plain", [], ["e-0"], "plain HTTP"),
+        ("no quorum agrees", [], ["e-0"], "no trusted quorum contradicts it"),
+        ("strangers on two addresses", [], ["e-0", "e-1"], "no trusted quorum contradicts it"),
+        ("another member of ours on its address", [], [], ""),
+    ],
+)
+def test_a_member_is_fenced_only_on_a_trusted_quorum_and_an_answer_over_tls(
+    case, fenced, suspects, why
+):
+    """Whatever answers on a member's address over plain HTTP (a reused Pod IP, someone's Pod)
+    may say anything: it is said, never acted on; nor is anything fenced that no agreeing
+    quorum contradicts."""
+    facts = stranger_on_e0()
+    if case == "plain":
+        facts = over_plain_http(facts)
+    elif case == "no quorum agrees":
+        facts["info"]["views"][2]["linearizable"] = False
+    elif case == "strangers on two addresses":
+        facts["info"]["views"][1] = view(1, [1], cluster="f0e")
+    elif case == "another member of ours on its address":
+        facts["info"]["views"][0] = {**view(2, [0, 1, 2]), "endpoint": view(0, [])["endpoint"]}
+    p = ep.plan(facts)
+    assert [f["name"] for f in p["fence"]] == fenced
+    assert [s["name"] for s in p["suspects"]] == suspects
+    assert all(why in s["unfenced"] for s in p["suspects"])
+    if suspects:
+        assert p["replace"] == [] and p["stale"] == [] and p["lost"] == []
+        report = ep.report(facts)
+        assert cond(report, "Degraded") == ("True", "MemberSuspect")
+        assert any(e["reason"] == "MemberSuspect" for e in report["events"])
+
+
 RAFT_PANIC = (
     "panic: tocommit(37) is out of range [lastIndex(4)]. Was the raft log corrupted, "
     "truncated, or lost?"
@@ -702,7 +815,7 @@ def test_a_member_that_panics_on_a_lost_raft_log_is_replaced():
 
 def test_a_fork_that_answers_first_does_not_make_the_cluster():
     """etcd_cluster_info took the fork's word (cluster f0e): nothing is trusted, nothing is
-    deleted, and the fork is fenced."""
+    deleted, and nothing is fenced on a word no quorum confirms: the fork is said."""
     facts = healthy3()
     facts["info"] = {
         **info(
@@ -715,7 +828,8 @@ def test_a_fork_that_answers_first_does_not_make_the_cluster():
     p = ep.plan(facts)
     assert not p["trusted"] and "not the recorded" in p["agreement"]["why"]
     assert p["stale"] == [] and p["remove"] == [] and p["lost"] == []
-    assert [f["name"] for f in p["fence"]] == ["e-0"]
+    assert p["fence"] == [] and [s["name"] for s in p["suspects"]] == ["e-0"]
+    assert "no trusted quorum contradicts it" in p["suspects"][0]["unfenced"]
 
 
 # --- agreement: never on one endpoint's word -----------------------------------------------
@@ -1928,10 +2042,51 @@ def test_report_of_a_new_cluster():
     assert "clusterID" not in r["status"]
 
 
-def test_member_healthy_by_name():
-    i = info([member(0), member(1, healthy=False)])
-    assert ep.member_healthy(i, "e-0") and not ep.member_healthy(i, "e-1")
-    assert not ep.member_healthy({}, "e-0")
+@pytest.mark.parametrize(
+    "peer, name",
+    [
+        (f"https://e-1.{DOMAIN}:2380", "e-1"),
+        (f"HTTPS://E-1.{DOMAIN.upper()}:2380/", "e-1"),
+        ("https://e-1.e.other.svc.cluster.local:2380", ""),  # another namespace's e-1
+        ("https://e-1.e.ns.svc.example.org:2380", ""),  # another cluster domain
+        (f"http://e-1.{DOMAIN}:2380", ""),  # plain HTTP to a TLS cluster's member
+        (f"https://e-1.{DOMAIN}:2381", ""),
+        ("https://e-1:2380", ""),
+        ("https://e-1.f.ns.svc.cluster.local:2380", ""),  # cluster f's
+    ],
+)
+def test_a_member_is_who_its_whole_peer_url_says(peer, name):
+    """Not the URL's first label, nor the name the member gives itself."""
+    m = {**member(1), "peer_urls": [peer], "name": "e-1"}
+    o = ep._Observed({**healthy3(), "info": info([member(0), m, member(2)])})
+    assert [x["name"] for x in o.members] == ["e-0", name, "e-2"]
+    assert o.healthy("e-1") is bool(name)
+    assert [x["id"] for x in o.foreign] == ([] if name else [mid(1)])
+
+
+def test_a_member_of_another_namespace_is_never_taken_for_ours():
+    """Seen as a learner of this cluster, at the peer URL of another namespace's e-1 (a
+    cluster of the same name): taken for e-1, it was removed as the surplus learner, and with
+    it the healthy voter e-1 that etcd_member found by name, its claim deleted."""
+    stranger = {
+        **member(5, healthy=False, learner=True, started=False),
+        "peer_urls": ["https://e-1.e.other.svc.cluster.local:2380"],
+    }
+    facts = healthy3()
+    members = [member(0), member(1), member(2), stranger]
+    facts["info"] = info(members, views=[view(i, [0, 1, 2, 5]) for i in range(3)])
+    p = ep.plan(facts)
+    assert actions(p) == {} and p["relabel"] == [] and not p["trusted"]
+    assert p["refusals"][0]["reason"] == "ForeignMember"
+    message = p["refusals"][0]["message"]
+    assert mid(5) in message and "e.other.svc" in message and "ns/e" in message
+    assert "none of this cluster's" in p["withheld"]
+    report = ep.report(facts)
+    assert cond(report, "Degraded") == ("True", "ForeignMember")
+    assert cond(report, "Available")[0] == "True"
+    # Its Pod gone meanwhile, e-1 still comes back on its claim: healing waits for nothing.
+    facts["pods"] = facts["pods"][:1] + facts["pods"][2:]
+    assert ep.plan(facts)["heal"] == ["e-1"]
 
 
 def test_the_leader_hands_over_to_a_member_already_rolled():

@@ -36,7 +36,9 @@ class FakeKube:
         self.objects[path] = obj
         return copy.deepcopy(obj)
 
-    def get(self, path: str, query: dict[str, Any] | None = None) -> dict[str, Any]:
+    def get(
+        self, path: str, query: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         with self.lock:
             self.calls.append(("GET", path))
             if path in self.objects:
@@ -51,7 +53,9 @@ class FakeKube:
                 return {"metadata": {"resourceVersion": str(next(self._rv))}, "items": items}
             raise ApiException(status=404, reason="Not Found")
 
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(
+        self, path: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
         with self.lock:
             self.calls.append(("POST", path))
             full = f"{path}/{body['metadata']['name']}"
@@ -59,7 +63,9 @@ class FakeKube:
                 raise ApiException(status=409, reason="AlreadyExists")
             return self.put_object(full, body)
 
-    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def replace(
+        self, path: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
         with self.lock:
             self.calls.append(("PUT", path))
             sub = path.endswith("/status")

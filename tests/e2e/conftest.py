@@ -12,7 +12,13 @@ import pytest
 import yaml
 
 from tests.e2e.helpers import Operator
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator, deploy
+from tests.e2e.operator_incluster import (
+    ALLOW_LISTS,
+    DEPLOYMENT,
+    NAMESPACE,
+    InClusterOperator,
+    deploy,
+)
 from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import REPO, UP_TIMEOUT, K8sCluster, run_cluster
 
@@ -37,7 +43,7 @@ def operator_api(k8s_cluster: K8sCluster) -> None:
 def operator_deployment(k8s_cluster: K8sCluster, operator_api: None) -> Iterator[str]:
     """config/default with the image built and imported; scaled to 0 at the end of the session
     so nothing keeps acting on the machine (make demo scales it up again)."""
-    key = deploy(k8s_cluster)
+    key = deploy(k8s_cluster, env=ALLOW_LISTS)
     yield key
     k8s_cluster.kubectl(
         "-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0", check=False

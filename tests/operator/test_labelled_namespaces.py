@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, replicas
 from tests.k8s_cluster import OWNER, REPO, K8sCluster, _release_finalizers, _this_process
 from tests.operator.conftest import free_port, http_get
 
@@ -142,6 +143,23 @@ def test_labelled_install_acts_only_in_enrolled_namespaces(
     ]
     proc: subprocess.Popen[bytes] | None = None
     log = tmp_path / "operator.log"
+    # An operator of the default install (make demo, the e2e suite) would act on every
+    # namespace, these too: scaled to 0 for the test, as hack/run-operator-as-sa does.
+    running = replicas(k8s)
+    if running != "0":
+        k8s.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=0")
+        k8s.kubectl(
+            "-n",
+            NAMESPACE,
+            "wait",
+            "--for=delete",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=etcd-runbook-operator",
+            "--timeout=300s",
+            timeout=320,
+            check=False,
+        )
     try:
         k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(install))
         enrol(k8s, enrolled, home, selector)
@@ -270,3 +288,13 @@ def test_labelled_install_acts_only_in_enrolled_namespaces(
             "--ignore-not-found",
             check=False,
         )
+        if running != "0":
+            k8s.kubectl(
+                "-n",
+                NAMESPACE,
+                "scale",
+                "deployment",
+                DEPLOYMENT,
+                f"--replicas={running}",
+                check=False,
+            )

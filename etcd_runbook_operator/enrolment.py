@@ -13,7 +13,6 @@ the operator to run (docs/install.md says to delete the clusters before the name
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -21,8 +20,6 @@ from typing import Any, Protocol
 from .informer import Informer
 from .kube import Kube, Resource
 from .metrics import Metrics
-
-log = logging.getLogger(__name__)
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 

@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="namespace to watch; repeat for several (default: all)",
     )
     p.add_argument(
+        "--namespace-selector",
+        default="",
+        help="watch the namespaces whose labels match this selector (e.g. "
+        "etcd.runbook.io/enrolled=true), as they are labelled and unlabelled; not with "
+        "--namespace (docs/install.md, labelled namespaces)",
+    )
+    p.add_argument(
         "--max-concurrent-reconciles",
         type=int,
         default=4,

@@ -41,6 +41,9 @@ class Controller:
         self.shutting_down = threading.Event()
         self._threads: list[threading.Thread] = []
         self._worker_threads: list[threading.Thread] = []
+        # Each enrolled namespace's informers stop on their own event when it is withdrawn.
+        self._scopes: dict[str, tuple[threading.Event, list[threading.Thread]]] = {}
+        self._scopes_lock = threading.Lock()
         in_flight = InFlight(runner, watch.kind)
         self.intake = Intake(kube, watch, resource, self.queue, metrics, in_flight, namespaces)
         self.reconciler = Reconciler(
@@ -60,14 +63,49 @@ class Controller:
         self.intake.urgent = self.skips.forget
 
     def reconcile(self, key: ObjKey) -> None:
+        if not self.intake.covers(key[0]):
+            # Queued before its namespace was withdrawn: no longer the operator's to act on.
+            self.skips.forget(key)
+            self.queue.forget(key)
+            return
         self.reconciler.reconcile(key)
+
+    # --- enrolled namespaces (enrolment.py) ---------------------------------------------------
+    def enroll(self, namespace: str) -> None:
+        """Watch one more namespace (its informers list it, then every object is queued)."""
+        if self.shutting_down.is_set():
+            return
+        informers = self.intake.enroll(namespace)
+        if not informers:
+            return
+        stop = threading.Event()
+        threads = [inf.start(stop) for inf in informers]
+        with self._scopes_lock:
+            self._scopes[namespace] = (stop, threads)
+        log.info("%s: watching namespace %s (enrolled)", self.watch.kind, namespace)
+
+    def withdraw(self, namespace: str) -> None:
+        """Stop watching a namespace; keys of it still queued are dropped (reconcile). A run in
+        flight there goes on to its end."""
+        self.intake.withdraw(namespace)
+        with self._scopes_lock:
+            scope = self._scopes.pop(namespace, None)
+        if scope is not None:
+            scope[0].set()
+            log.info("%s: no longer watching namespace %s (withdrawn)", self.watch.kind, namespace)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def synced(self) -> bool:
-        return all(inf.synced.is_set() for inf in self.intake.informers)
+        """Every informer has listed once, but those of enrolled namespaces: one the operator
+        may not read (labelled, but no RoleBinding there yet) must not hold up readiness, and
+        with it the operator's rollout; its informers say so in the log."""
+        enrolled = {id(inf) for infs in (self.intake.enrolled or {}).values() for inf in infs}
+        return all(inf.synced.is_set() for inf in self.intake.informers if id(inf) not in enrolled)
 
     def healthy(self) -> bool:
-        return all(t.is_alive() for t in self._threads)
+        with self._scopes_lock:
+            scoped = [t for _, threads in self._scopes.values() for t in threads]
+        return all(t.is_alive() for t in [*self._threads, *scoped])
 
     def start(self, stop: threading.Event) -> None:
         for inf in self.intake.informers:
@@ -102,6 +140,9 @@ class Controller:
         """Stop taking new work; runs in flight go on."""
         self.shutting_down.set()
         self.queue.shutdown()
+        with self._scopes_lock:
+            for stop, _ in self._scopes.values():
+                stop.set()
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait for the workers to leave; the timeout bounds the whole wait, not each join."""

@@ -116,10 +116,11 @@ class Informer:
                 for event in self.kube.watch(
                     self.resource.path(self.namespace), query, self.watch_timeout
                 ):
-                    self._apply(event)
-                    failures = 0
+                    # Stopped (a namespace withdrawn) while waiting: the event is no longer ours.
                     if stop.is_set():
                         return
+                    self._apply(event)
+                    failures = 0
                 # The server closed the stream after its timeout: resume from where we are.
                 self.on_restart("closed")
                 failures = 0
@@ -129,7 +130,14 @@ class Informer:
                 reason = "gone"
             except ApiException as exc:
                 reason = "gone" if exc.status == 410 else "error"
-                if exc.status != 410:
+                if exc.status == 403:
+                    log.warning(
+                        "%s: forbidden: this account may not list and watch %s there "
+                        "(docs/install.md says what each install grants)",
+                        self.name,
+                        self.resource.plural,
+                    )
+                elif exc.status != 410:
                     log.warning("%s: API error %s: %s", self.name, exc.status, exc.reason)
             except Exception as exc:
                 log.warning("%s: watch failed: %s", self.name, exc)

@@ -160,35 +160,18 @@ class Intake:
         self._deletions_seen: deque[str] = deque(maxlen=_SEEN_DELETIONS)
         # The newest generation seen of each object: a higher one is a spec change, urgent.
         self._generations: dict[ObjKey, int] = {}
-        self.primary = [
-            Informer(
-                kube,
-                resource,
-                self.on_primary,
-                ns,
-                watch.selector,
-                on_restart=self._restart_counter(resource),
-            )
-            for ns in namespaces
-        ]
-        # One informer per dependent kind and namespace (config.py refuses a kind listed twice);
-        # each keeps its Dependent, whose ownerField maps its objects to their owner.
-        self._dependents = [
-            (
-                dep,
-                Informer(
-                    kube,
-                    res,
-                    partial(self.on_losable if dep.preempt_on_loss else self.on_dependent, dep),
-                    ns,
-                    watch.selector_of(dep),
-                    on_restart=self._restart_counter(res),
-                ),
-            )
-            for dep in (watch.dependents if watch.watch_dependent_resources else ())
-            for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
-            for ns in namespaces
-        ]
+        self.resource = resource
+        self.primary: list[Informer] = []
+        self._dependents: list[tuple[Dependent, Informer]] = []
+        for ns in namespaces:
+            primary, dependents = self._informers_of(ns)
+            self.primary += primary
+            self._dependents += dependents
+        # No namespace given: the labelled-namespaces mode (enrolment.py), where namespaces
+        # are enrolled and withdrawn while the operator runs; here are the informers of each.
+        # The lists above are then replaced, never changed in place, so the threads that
+        # iterate them (resync, node silence, the skip rule) need no lock.
+        self.enrolled: dict[str, list[Informer]] | None = None if namespaces else {}
 
         # nodeSilence: node Leases, watched outside `informers` (a namespaced install may not
         # read them, and the operator must still become ready; see start_node_silence).
@@ -204,6 +187,66 @@ class Intake:
             if self.silence and watch.watch_dependent_resources
             else None
         )
+
+    def _informers_of(
+        self, ns: str | None
+    ) -> tuple[list[Informer], list[tuple[Dependent, Informer]]]:
+        """The primary informer of one namespace (None: all), and one per dependent kind
+        (config.py refuses a kind listed twice), each with its Dependent, whose ownerField
+        maps its objects to their owner."""
+        watch = self.watch
+        primary = Informer(
+            self.kube,
+            self.resource,
+            self.on_primary,
+            ns,
+            watch.selector,
+            on_restart=self._restart_counter(self.resource),
+        )
+        dependents = [
+            (
+                dep,
+                Informer(
+                    self.kube,
+                    res,
+                    partial(self.on_losable if dep.preempt_on_loss else self.on_dependent, dep),
+                    ns,
+                    watch.selector_of(dep),
+                    on_restart=self._restart_counter(res),
+                ),
+            )
+            for dep in (watch.dependents if watch.watch_dependent_resources else ())
+            for res in [Resource(dep.group, dep.version, dep.plural, dep.kind)]
+        ]
+        return [primary], dependents
+
+    def enroll(self, namespace: str) -> list[Informer]:
+        """Informers for one more namespace, for the caller to start; none when it is watched
+        already."""
+        with self._lock:
+            if self.enrolled is None or namespace in self.enrolled:
+                return []
+            primary, dependents = self._informers_of(namespace)
+            self.primary = [*self.primary, *primary]
+            self._dependents = [*self._dependents, *dependents]
+            self.enrolled[namespace] = [*primary, *(inf for _, inf in dependents)]
+            return self.enrolled[namespace]
+
+    def withdraw(self, namespace: str) -> list[Informer]:
+        """Forget a namespace: its informers (returned, for the caller to stop) leave the
+        lists, so its objects are neither resynced nor counted as anyone's dependents."""
+        with self._lock:
+            gone = (self.enrolled or {}).pop(namespace, [])
+            self.primary = [inf for inf in self.primary if inf not in gone]
+            self._dependents = [(d, inf) for d, inf in self._dependents if inf not in gone]
+            self._generations = {k: g for k, g in self._generations.items() if k[0] != namespace}
+        return gone
+
+    def covers(self, namespace: str) -> bool:
+        """Whether objects of `namespace` are this intake's to reconcile: always, unless the
+        namespaces are enrolled by label and this one is not (or no longer)."""
+        enrolled = self.enrolled
+        return enrolled is None or namespace in enrolled
 
     def _restart_counter(self, resource: Resource) -> Any:
         counter = self.metrics.watch_restarts

@@ -18,6 +18,7 @@ from kubernetes import config as kube_config
 from .cli import REPO_ROOT, build_parser
 from .config import ConfigError, load_watches
 from .controller import Controller
+from .enrolment import Enrolment
 from .events import EventRecorder
 from .kube import ApiException, Kube, load_api_client
 from .leader import LeaderElector
@@ -58,8 +59,13 @@ class Operator:
             watches = [
                 dataclasses.replace(w, reconcile_period=args.reconcile_period) for w in watches
             ]
-        namespaces: list[str | None] = list(args.namespaces) or [None]
-        pool = 3 * len(namespaces) * len(watches) + args.max_concurrent_reconciles + 8
+        # With a selector, no namespace is watched until it is enrolled (enrolment.py).
+        namespaces: list[str | None] = list(args.namespaces) or (
+            [] if args.namespace_selector else [None]
+        )
+        # Every informer holds a connection; enrolled namespaces are counted as eight.
+        watched = len(namespaces) if not args.namespace_selector else 8
+        pool = 3 * watched * len(watches) + args.max_concurrent_reconciles + 8
         self.kube = Kube(load_api_client(args.kubeconfig, pool))
         extra_env = {"KUBECONFIG": str(Path(args.kubeconfig).resolve())} if args.kubeconfig else {}
         self.runner = PlaybookRunner(
@@ -83,6 +89,12 @@ class Operator:
             )
             for w in watches
         ]
+        self.enrolment = (
+            Enrolment(self.kube, args.namespace_selector, self.controllers, self.metrics)
+            if args.namespace_selector
+            else None
+        )
+        self._enrolment_thread: threading.Thread | None = None
         self.elector: LeaderElector | None = None
         self._elector_thread: threading.Thread | None = None
         if args.leader_elect:
@@ -98,16 +110,20 @@ class Operator:
         self.metrics.leader.set(1)
         for c in self.controllers:
             c.start(self.stop)
+        if self.enrolment:
+            self._enrolment_thread = self.enrolment.start(self.stop)
         self.started.set()
 
     def healthy(self) -> bool:
         if self.started.is_set():
-            return all(c.healthy() for c in self.controllers)
+            enrolling = self._enrolment_thread is None or self._enrolment_thread.is_alive()
+            return enrolling and all(c.healthy() for c in self.controllers)
         return self._elector_thread is not None and self._elector_thread.is_alive()
 
     def ready(self) -> bool:
         if self.started.is_set():
-            return all(c.synced() for c in self.controllers)
+            enrolled = self.enrolment is None or self.enrolment.synced()
+            return enrolled and all(c.synced() for c in self.controllers)
         # A standby that is campaigning is ready: it is doing its job.
         return self._elector_thread is not None and self._elector_thread.is_alive()
 
@@ -200,7 +216,10 @@ def _install_signals(op: Operator) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.namespaces and args.namespace_selector:
+        parser.error("--namespace and --namespace-selector exclude each other")
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,

@@ -443,6 +443,8 @@ def doomed_pods(p: dict[str, Any], members: list[str], reason: str) -> list[dict
         }
         for member in members
     ]
+
+
 def tls_restored_ca(p: dict[str, Any], material: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
     """The CA Secret put back from what the members trust (the plan's `tls_ca_from`: the
     ca.crt of that Secret), its certificate only: the private key was kept nowhere else.

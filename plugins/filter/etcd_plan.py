@@ -431,6 +431,48 @@ def _seconds_between(earlier: str, later: str) -> float | None:
     return (end - start).total_seconds()
 
 
+def not_allowed(spec: dict[str, Any], options: dict[str, Any]) -> list[dict[str, str]]:
+    """What the spec asks for outside its administrator's allow-lists, each refusal naming its
+    field: the image repository the members run (`options.allowed_repositories`, the
+    operator's ETCD_RUNBOOK_ALLOWED_REPOSITORIES) and the PriorityClass they are scheduled
+    with (`options.allowed_priority_classes`, ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES). Each is a
+    list or a comma-separated string of exact names; empty allows anything. A spec without a
+    priority class asks for none."""
+    refused = []
+    pod = spec.get("pod")
+    for field, what, variable, value in (
+        (
+            "spec.repository",
+            "allowed_repositories",
+            "ETCD_RUNBOOK_ALLOWED_REPOSITORIES",
+            spec.get("repository") or DEFAULT_REPOSITORY,
+        ),
+        (
+            "spec.pod.priorityClassName",
+            "allowed_priority_classes",
+            "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES",
+            pod.get("priorityClassName") if isinstance(pod, dict) else None,
+        ),
+    ):
+        listed = options.get(what) or []
+        allowed = [
+            str(v).strip()
+            for v in (listed.split(",") if isinstance(listed, str) else listed)
+            if str(v).strip()
+        ]
+        if value is not None and allowed and str(value) not in allowed:
+            refused.append(
+                _refusal(
+                    "NotAllowed",
+                    field,
+                    f"{field} {str(value)!r} is not one this operator's administrator allows "
+                    f"({', '.join(allowed)}; {variable}); nothing is changed until it names "
+                    "one of them",
+                )
+            )
+    return refused
+
+
 def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
     names its field) and the warnings worth an Event."""
@@ -479,8 +521,12 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             )
         )
         min_ready = DEFAULT_MIN_READY_SECONDS
+    refused = not_allowed(spec, options)
+    problems.extend(refused)
     warning = _size_warning(size)
     return {
+        # Anything outside the allow-lists: no Pod, claim or Secret is made for it (hands off).
+        "allowed": not refused,
         "size": size,
         "version": version,
         "repository": str(spec.get("repository") or DEFAULT_REPOSITORY),
@@ -1222,7 +1268,9 @@ class _Observed:
         )
         self.endpoint_names = {url_key(url): n for n, url in (facts.get("endpoints") or {}).items()}
         self.paused = self.spec["paused"] and not self.options.get("ignore_pause", False)
-        self.hands_off = self.paused or bool(self.options.get("read_only", False))
+        self.hands_off = (
+            self.paused or bool(self.options.get("read_only", False)) or not self.spec["allowed"]
+        )
         self.tls_plan = tls_plan(facts.get("tls"), self.spec, self.name, run_state(self))
         self.tls = self.tls_plan["refusals"]
         self.info_error = str(facts.get("info_error") or "")

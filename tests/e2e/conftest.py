@@ -16,7 +16,13 @@ import pytest
 import yaml
 
 from tests.e2e.helpers import Operator
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator, deploy
+from tests.e2e.operator_incluster import (
+    ALLOW_LISTS,
+    DEPLOYMENT,
+    NAMESPACE,
+    InClusterOperator,
+    deploy,
+)
 from tests.e2e.operator_process import OperatorProcess
 from tests.k8s_cluster import REPO, UP_TIMEOUT, K8sCluster, run_cluster
 from tests.session_lock import exclusive, shared
@@ -49,7 +55,7 @@ def operator_deployment(k8s_cluster: K8sCluster, operator_api: None) -> Iterator
     process of the run that uses it ends, so nothing keeps acting on the machine (make demo
     scales it up again)."""
     with exclusive("operator-deploy") as lock:
-        key = deploy(k8s_cluster)
+        key = deploy(k8s_cluster, env=ALLOW_LISTS)
         users = _users(lock)
         (users / str(os.getpid())).touch()
     try:

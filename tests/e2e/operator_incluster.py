@@ -23,12 +23,20 @@ DEPLOYMENT = "etcd-runbook-operator"
 SELECTOR = "app.kubernetes.io/name=etcd-runbook-operator"
 ENTRY = b"/opt/etcd-runbook-operator/operator.py"
 BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
+# The e2e suite's operator runs under an administrator's allow-lists (docs/install.md): the
+# repository every test cluster runs, and a PriorityClass no test asks for; so every test runs
+# under them, and test_least_privilege.py sees what they refuse.
+ALLOW_LISTS = {
+    "ETCD_RUNBOOK_ALLOWED_REPOSITORIES": "gcr.io/etcd-development/etcd",
+    "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES": "etcd-e2e-allowed",
+}
 
 
-def deploy(k8s: K8sCluster, root: Path = REPO) -> str:
+def deploy(k8s: K8sCluster, root: Path = REPO, env: dict[str, str] | None = None) -> str:
     """Build (cached by content key) and import the image, apply config/default, roll the
     Deployment onto the image; returns the image's key tag. `root`: the tree to build and
-    apply (a benchmark measures a committed tree, not the edits in progress)."""
+    apply (a benchmark measures a committed tree, not the edits in progress); `env`: values
+    of the operator container's environment variables."""
     build = subprocess.run(
         [str(root / "hack" / "build-operator-image")],
         capture_output=True,
@@ -53,6 +61,12 @@ def deploy(k8s: K8sCluster, root: Path = REPO) -> str:
         if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
             template = doc["spec"]["template"]["metadata"]
             template.setdefault("annotations", {})["etcd.runbook.io/image"] = f"key-{key}"
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            given = dict(env or {})
+            for variable in container["env"]:
+                if variable["name"] in given:
+                    variable["value"] = given.pop(variable["name"])
+            container["env"] += [{"name": k, "value": v} for k, v in given.items()]
             # hack/run-operator-as-sa (the benchmarks) and tests scale it to 0.
             doc["spec"]["replicas"] = 1
     k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))

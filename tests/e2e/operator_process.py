@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.e2e.operator_incluster import ALLOW_LISTS
 from tests.k8s_cluster import REPO, K8sCluster
 
 SA_KUBECONFIG = (
@@ -54,6 +55,7 @@ class OperatorProcess:
         # kubectl for the runbooks' port-forwards (the operator runs outside the cluster).
         env["PATH"] = f"{self.cluster.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         env["KUBECONFIG"] = str(self.cluster.kubeconfig)
+        env.update(ALLOW_LISTS)
         cmd = [
             str(REPO / "hack" / "run-operator-as-sa"),
             *([] if apply else ["--no-apply"]),

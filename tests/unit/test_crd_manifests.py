@@ -1,5 +1,6 @@
 """config/default renders into one namespace with a least-privilege, hardened operator
-Deployment whose ServiceAccount the RBAC bindings name."""
+Deployment whose ServiceAccount the RBAC bindings name; config/namespaced and config/labelled
+grant the same rules per namespace, and nothing namespaced cluster-wide (docs/install.md)."""
 
 from __future__ import annotations
 
@@ -143,3 +144,101 @@ def test_namespaced_mode_grants_the_same_rules_in_the_watched_namespace_only():
     ]
     args = one(docs, "Deployment", ACCOUNT)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=etcd-clusters" in args
+
+
+# Kinds that live in no namespace: only a ClusterRole can grant them.
+CLUSTER_SCOPED = {
+    "namespaces",
+    "nodes",
+    "persistentvolumes",
+    "storageclasses",
+    "priorityclasses",
+    "customresourcedefinitions",
+    "clusterroles",
+    "clusterrolebindings",
+}
+READ = {"get", "list", "watch"}
+
+
+def full_rules() -> list[dict[str, Any]]:
+    return list(yaml.safe_load((ROOT / "config/rbac/role.yaml").read_text())["rules"])
+
+
+def container_args(docs: list[dict[str, Any]]) -> list[str]:
+    return list(
+        one(docs, "Deployment", ACCOUNT)["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+
+
+def test_the_default_install_watches_every_namespace_with_the_full_rules(rendered):
+    # The default (docs/install.md says why): every namespace, so the rules hold everywhere.
+    args = container_args(rendered)
+    assert not [a for a in args if a.startswith(("--namespace=", "--namespace-selector="))]
+    binding = one(rendered, "ClusterRoleBinding", ACCOUNT)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": ACCOUNT,
+    }
+
+
+def test_labelled_mode_holds_nothing_namespaced_cluster_wide():
+    docs = render("labelled")
+    assert "--namespace-selector=etcd.runbook.io/enrolled=true" in container_args(docs)
+    assert not [a for a in container_args(docs) if a.startswith("--namespace=")]
+    # One cluster-wide binding, to reads of cluster-scoped kinds only: no Secret, Pod or claim
+    # of any namespace.
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in bindings] == [f"{ACCOUNT}-cluster"]
+    cluster_role = one(docs, "ClusterRole", f"{ACCOUNT}-cluster")
+    for rule in cluster_role["rules"]:
+        assert set(rule["resources"]) <= CLUSTER_SCOPED, rule
+        assert set(rule["verbs"]) <= READ, rule
+    # What the full rules read of cluster-scoped kinds (Nodes; volumes, should the runbooks
+    # read them) is here too, or the runbooks would lack it in this mode only. Binding the
+    # backup Jobs' ClusterRole is granted per namespace, as in the full rules.
+    for rule in full_rules():
+        wanted = set(rule["resources"]) & CLUSTER_SCOPED - {"clusterroles"}
+        if wanted:
+            assert any(
+                wanted <= set(r["resources"]) and set(rule["verbs"]) <= set(r["verbs"])
+                for r in cluster_role["rules"]
+            ), rule
+    # The node Leases: read in kube-node-lease only, with the verbs of the full rules.
+    (leases,) = [r for r in full_rules() if "leases" in r["resources"]]
+    role = one(docs, "Role", f"{ACCOUNT}-node-leases")
+    assert role["metadata"]["namespace"] == "kube-node-lease"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": leases["verbs"]}
+    ]
+    # No other namespace gets a Role or RoleBinding from the install itself.
+    for doc in docs:
+        if doc["kind"] in ("Role", "RoleBinding"):
+            assert doc["metadata"]["namespace"] in (NAMESPACE, "kube-node-lease"), doc["metadata"]
+        if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert doc["subjects"] == [
+                {"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}
+            ]
+    # The full rules ship unbound: each enrolled namespace binds them (config/rbac/enroll).
+    assert one(docs, "ClusterRole", ACCOUNT)["rules"] == full_rules()
+
+
+def test_enrolment_binds_the_full_rules_in_one_namespace():
+    (binding,) = render("rbac/enroll")
+    assert binding["kind"] == "RoleBinding"
+    assert binding["metadata"]["namespace"] == "etcd-clusters"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": ACCOUNT,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}
+    ]
+
+
+def test_the_allow_lists_are_the_operator_s_settings_empty_by_default(rendered):
+    pod = one(rendered, "Deployment", ACCOUNT)["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["ETCD_RUNBOOK_ALLOWED_REPOSITORIES"] == ""
+    assert env["ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES"] == ""

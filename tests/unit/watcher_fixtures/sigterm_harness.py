@@ -69,6 +69,7 @@ def main() -> int:
         )
     ]
     op.elector, op._elector_thread = None, None
+    op.enrolment, op._enrolment_thread = None, None
     _install_signals(op)
     return op.run()
 

@@ -210,6 +210,13 @@ nodes:
     and when the API server answered (V(read_at)); null when Nodes cannot be read.
   returned: always
   type: dict
+observed_at:
+  description: >-
+    When the look was taken (UTC, RFC 3339), on the operator's clock: compared only with times
+    the runbook wrote itself (a rolled member's healthy-since mark), never with a node's.
+  returned: always
+  type: str
+  sample: "2026-11-27T02:10:00Z"
 volumes:
   description: >-
     By claim name, for the members whose Pod is missing, not placed, or on a node that is gone,

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 from urllib.parse import quote
@@ -767,12 +767,16 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     while True:
+        # The runbook's own clock, compared only with times it wrote itself (a rolled member's
+        # healthy-since mark), never with a kubelet's or the API server's.
+        observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         facts = observer.kubernetes()
         result: dict[str, Any] = {
             **facts,
             "endpoints": {},
             "addresses": {},
             "forward_failed": {},
+            "observed_at": observed_at,
         }
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):

@@ -23,8 +23,9 @@ result, {} when no member answered), `info_error`, `endpoints` (member name -> t
 run reaches it at), `tls` (what the TLS Secrets look like, never their data), `nodes` (each
 member Pod's node, and the nodes their volumes admit: found, Ready, how long its kubelet has
 been silent; None when Nodes cannot be read), `volumes` (where the volume of a member that no
-usable node runs can be mounted, by claim name; None when PersistentVolumes cannot be read)
-and `options` (the role's settings).
+usable node runs can be mounted, by claim name; None when PersistentVolumes cannot be read),
+`observed_at` (when the look was taken, on the operator's clock) and `options` (the role's
+settings).
 """
 
 from __future__ import annotations
@@ -1278,6 +1279,8 @@ class _Observed:
         self.nodes = facts.get("nodes")
         # None: PersistentVolumes could not be read, and no member is judged by its volume.
         self.volumes = facts.get("volumes")
+        # The operator's clock: compared only with the healthy-since marks it wrote.
+        self.observed_at = str(facts.get("observed_at") or "")
 
     def member_at(self, endpoint: str) -> str:
         """The member an endpoint was asked as: the run's own map, else the whole client URL."""
@@ -2443,7 +2446,8 @@ def report(
         phase = "QuorumLost"
     elif not sized:
         phase = "Scaling"
-    elif not rolled and not p["halted"]:
+    # A roll halted, or held by the allow-lists, is not under way: Degraded says why.
+    elif not rolled and not p["halted"] and o.spec["allowed"]:
         phase = "Upgrading"
     elif (
         refusals

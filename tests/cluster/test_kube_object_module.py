@@ -178,7 +178,7 @@ def test_what_the_run_does_not_own_is_never_written_nor_deleted(
     marks = {"uid": ours["uid"], "labels": {"app.kubernetes.io/name": "etcd"}}
     claim, web, other = "PersistentVolumeClaim", "Service", "Service"
     patched, absent = {"state": "patched", "owner": marks}, {"state": "absent", "owner": marks}
-    cases = [
+    cases: list[tuple[dict[str, Any], str, str]] = [
         ({"objects": [_service(ns, ours, "new"), _service(ns, ours, "web")]}, web, "web"),
         ({"objects": [secret], "state": "created"}, "Secret", "k-ca"),
         ({"objects": [_claim(ns)], "owner": marks}, claim, "k-0-data"),

@@ -1203,6 +1203,7 @@ def test_no_member_pod_is_made_while_a_secret_it_mounts_is_lost():
     # Nor a roll, or a replacement of a member whose data is gone.
     facts = healthy3()
     facts["pods"] = [pod(0), pod(1), pod(2, hash_="older")]
+    facts["pods"][:2] = [settled_on(facts, 0), settled_on(facts, 1)]
     facts["tls"] = own_tls("cert", server=None)
     assert ep.plan(facts)["roll"] == []
     facts["tls"] = own_tls("cert")

@@ -190,9 +190,12 @@ def test_labelled_install_acts_only_in_enrolled_namespaces(
             for other in (outside, "default", "kube-system"):
                 assert not can(verb, what, "-n", other), f"{verb} {what} in {other}"
             assert not can(verb, what, "--all-namespaces"), f"{verb} {what} everywhere"
-        # Cluster-wide, only reads: which namespaces are labelled, Nodes and node Leases.
+        # Cluster-wide, only reads: which namespaces are labelled, Nodes (those a volume's
+        # affinity admits are listed by label), PersistentVolumes and node Leases.
         assert can("list", "namespaces") and can("watch", "namespaces")
-        assert can("get", "nodes") and not can("list", "nodes") and not can("delete", "nodes")
+        assert can("get", "nodes") and can("list", "nodes") and not can("delete", "nodes")
+        assert can("get", "persistentvolumes") and not can("list", "persistentvolumes")
+        assert not can("delete", "persistentvolumes")
         assert can("watch", "leases.coordination.k8s.io", "-n", "kube-node-lease")
         assert not can("update", "leases.coordination.k8s.io", "-n", "kube-node-lease")
         assert can("update", "leases.coordination.k8s.io", "-n", home), "its own Lease"

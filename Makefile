@@ -35,8 +35,11 @@ lint: venv
 test-unit: venv
 	$(PYTEST) -q tests/unit
 
+# Real etcd on loopback, two test processes side by side (each its own block of ports:
+# tests/etcd_cluster.py). ETCD_WORKERS=1: one by one.
+ETCD_WORKERS ?= 2
 test-etcd: venv
-	$(PYTEST) -q -m etcd tests/modules
+	$(PYTEST) -q -n $(ETCD_WORKERS) --dist worksteal -m etcd tests/modules
 
 test-cluster: venv
 	$(PYTEST) -q -m cluster tests/cluster tests/operator

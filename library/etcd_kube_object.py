@@ -22,6 +22,7 @@ description:
     given, else O(owner.uid)). A PersistentVolumeClaim or an EtcdCluster without any
     controller (the runbooks make member claims and restored clusters so) is the run's when
     it carries every label of O(owner.labels) and annotation of O(owner.annotations).
+    The resource the run acts for itself (its uid is O(owner.uid)) is the run's too.
     Anything else fails the task with RV(reason) V(NameTaken), naming the object and its
     owner, before anything is written (every object is read and checked first). An existing
     object's ownerReferences are never written.

@@ -205,8 +205,11 @@ def not_owned(current: dict[str, Any], desired: dict[str, Any], owner: dict[str,
     write or delete; empty when it is. Its controller ownerReference must be the resource
     the run acts for (by uid). Only a claim or an EtcdCluster without any controller is
     matched instead by the marks the run was given (`owner.labels`, `owner.annotations`):
-    none given, nothing without a controller is the run's."""
+    none given, nothing without a controller is the run's. The resource the run acts for
+    (its own uid is `owner.uid`) is the run's too: a record written on it."""
     uid = owner_uid(desired, owner)
+    if owner.get("uid") and _meta(current).get("uid") == owner["uid"]:
+        return ""
     ref = controller(current)
     if ref is not None:
         if uid and ref.get("uid") == uid:

@@ -102,8 +102,41 @@ def etcd_bin_dir(version: str) -> Path:
 _handed_out: set[int] = set()
 
 
+# Test processes side by side (pytest-xdist's PYTEST_XDIST_WORKER=gwN) each take ports from a
+# block of their own, below the kernel's ephemeral range: a port one process found free and
+# closed is then never the one another process's kernel hands out before etcd binds it.
+_WORKER_BLOCK = 6000
+_WORKER_BASE = 20000
+
+
+def _worker_block() -> range | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    start = _WORKER_BASE + int(worker[2:]) * _WORKER_BLOCK
+    if start + _WORKER_BLOCK > 32768:
+        return None
+    return range(start, start + _WORKER_BLOCK)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
     """A loopback port nobody listens on now, never handed out twice by this process."""
+    block = _worker_block()
+    if block is not None:
+        for port in block:
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+        raise EtcdClusterError(f"no free loopback port left in {block}")
     for _ in range(100):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))

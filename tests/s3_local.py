@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.etcd_cluster import REPO, _die_with_parent, cache_root, free_port
+from tests.session_lock import exclusive
 
 if TYPE_CHECKING:
     from minio import Minio
@@ -57,17 +58,23 @@ def versitygw_version() -> str:
 def versitygw_binary() -> Path:
     """The cached binary; built with `hack/object-store build` when missing."""
     directory = cache_root() / "object-store" / "versitygw" / versitygw_version()
-    if not (directory / ".complete").is_file():
-        proc = subprocess.run(
-            [str(OBJECT_STORE), "build"],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-        if proc.returncode != 0 or not (directory / ".complete").is_file():
-            raise S3StoreError(f"hack/object-store build failed:\n{proc.stderr[-4000:]}")
+    # Test processes side by side build it once: the others wait, then find it complete.
+    with exclusive("versitygw-build"):
+        if not (directory / ".complete").is_file():
+            _build_versitygw(directory)
     return directory / "versitygw"
+
+
+def _build_versitygw(directory: Path) -> None:
+    proc = subprocess.run(
+        [str(OBJECT_STORE), "build"],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    if proc.returncode != 0 or not (directory / ".complete").is_file():
+        raise S3StoreError(f"hack/object-store build failed:\n{proc.stderr[-4000:]}")
 
 
 @dataclass

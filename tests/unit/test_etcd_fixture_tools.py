@@ -29,3 +29,12 @@ def test_pki_server_certificate_covers_loopback(tmp_path):
     client = x509.load_pem_x509_certificate(pki.client_cert.read_bytes())
     assert client.subject.rfc4514_string() == f"CN={CLIENT_CN}"
     assert oct(pki.client_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_test_processes_side_by_side_take_ports_from_blocks_of_their_own(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    ports = [free_port() for _ in range(50)]
+    assert all(26000 <= p < 32000 for p in ports) and len(set(ports)) == len(ports)
+    # A worker whose block would reach the kernel's ephemeral range asks the kernel instead.
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw9")
+    assert free_port() > 0

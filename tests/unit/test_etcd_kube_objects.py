@@ -167,6 +167,9 @@ def _restored(**meta: Any) -> dict[str, Any]:
             {"uid": "r1", "annotations": {"etcd.runbook.io/restore-uid": "r1"}},
             "",
         ),
+        # The resource the run acts for: a record on the EtcdCluster itself.
+        (_restored(uid="u1"), _restored(), {**OWNER, "labels": CLUSTER_MARKS}, ""),
+        (_restored(uid="u2"), _restored(), {**OWNER, "labels": CLUSTER_MARKS}, "not marked"),
         (
             _restored(annotations={"etcd.runbook.io/restore-uid": "r0"}),
             _restored(),

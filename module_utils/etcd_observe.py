@@ -91,11 +91,6 @@ def dialable(pods: list[dict[str, Any]], nodes: dict[str, Any] | None) -> list[d
     ]
 
 
-def pods_to_dial(observer: Observer, nodes: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The member Pods read again, those on nodes not seen Ready left out (dialable)."""
-    return dialable(observer.pods(), nodes)
-
-
 def leaving(pods: list[dict[str, Any]]) -> list[str]:
     """Names of the Pods being deleted."""
     return sorted(
@@ -708,6 +703,16 @@ def answering(
         return False
 
 
+def reach_dialable(
+    etcd: dict[str, Any],
+    forwarder: Forwarder | None,
+    nodes: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """reach, of the Pods this look may dial (dialable)."""
+    return reach(etcd, forwarder, dialable(pods, nodes))
+
+
 def probe_until_answering(
     pods: Callable[[], list[dict[str, Any]]],
     reach_pods: Callable[[list[dict[str, Any]]], dict[str, Any]],
@@ -780,7 +785,7 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         }
         result.update(info={}, info_error="etcd was not asked")
         if etcd.get("enabled"):
-            result.update(reach(etcd, forwarder, dialable(facts["pods"], facts["nodes"])))
+            result.update(reach_dialable(etcd, forwarder, facts["nodes"], facts["pods"]))
             tls = (
                 tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
                 if etcd.get("tls")
@@ -841,8 +846,10 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             time.sleep(PROBE_INTERVAL)
             continue
         probe_until_answering(
-            partial(pods_to_dial, observer, facts["nodes"]),
-            partial(reach, etcd, forwarder),
+            # Every member Pod is read (one that cannot run is never dialled, but stops the
+            # wait); only those dialable are reached.
+            observer.pods,
+            partial(reach_dialable, etcd, forwarder, facts["nodes"]),
             partial(answering, tls=tls, members=waiting),
             waiting,
             deadline,

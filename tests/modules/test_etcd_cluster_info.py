@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -233,15 +232,24 @@ def test_tls_material_given_as_content_leaves_no_file_behind(etcd_cluster_factor
         "client_key_content": Path(str(c.client_key)).read_text(),
     }
 
-    def leftovers() -> set[Path]:
-        roots = [Path(tempfile.gettempdir()), Path.home() / ".ansible" / "tmp"]
-        return {p for root in roots if root.is_dir() for p in root.rglob("etcd-module-*")}
+    # Temporary directories of this test's own: another test process side by side writes
+    # (and removes) its files in the shared ones meanwhile.
+    roots = [tmp_path / "tmp", tmp_path / "ansible-local", tmp_path / "ansible-remote"]
+    for root in roots:
+        root.mkdir()
+    env = {
+        "TMPDIR": str(roots[0]),
+        "ANSIBLE_LOCAL_TEMP": str(roots[1]),
+        "ANSIBLE_REMOTE_TMP": str(roots[2]),
+    }
 
-    before = leftovers()
-    r = run_module("etcd_cluster_info", args)
+    def leftovers() -> set[Path]:
+        return {p for root in roots for p in root.rglob("etcd-module-*")}
+
+    r = run_module("etcd_cluster_info", args, env=env)
     assert not r.get("failed"), r.get("msg")
     assert r["quorum"]["ok"] and r["cluster_version"] == "3.6.0"
-    assert leftovers() == before, "the module's private files were left behind"
+    assert leftovers() == set(), "the module's private files were left behind"
     key = args["client_key_content"]
     assert key not in json.dumps(r), "the key never comes back in the result"
     both = run_module("etcd_cluster_info", {**args, "ca_cert": str(c.ca_cert)})

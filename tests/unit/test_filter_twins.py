@@ -216,3 +216,20 @@ def test_the_look_reads_the_volume_of_every_member_the_plan_may_judge_lost():
     # A node the look still counts usable is one the plan never counts lost for its silence:
     # else the plan would judge a member whose volume nobody read (and never move it).
     assert QUESTION_SILENCE < cluster_plan.NODE_SILENCE
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        ("2026-11-27T02:10:00Z", "2026-11-27T02:10:30Z"),
+        ("2026-11-27T02:10:00.500000Z", "2026-11-27T02:10:00Z"),
+        ("2026-11-27T02:10:00+00:00", "2026-11-27T03:10:00Z"),
+        ("", "2026-11-27T02:10:00Z"),
+        ("yesterday", "2026-11-27T02:10:00Z"),
+    ],
+)
+def test_the_look_and_the_plan_count_seconds_between_two_times_alike(earlier, later):
+    # The look counts a node's silence; the plan, a settling member's and a lost node's time.
+    assert etcd_observe.seconds_between(earlier, later) == cluster_plan._seconds_between(
+        earlier, later
+    )

@@ -32,13 +32,13 @@ COPY etcd_runbook_operator/ etcd_runbook_operator/
 COPY roles/ roles/
 COPY playbooks/ playbooks/
 COPY library/ library/
-COPY module_utils/ module_utils/
+COPY etcd_runbook/ etcd_runbook/
 COPY plugins/ plugins/
-# Every task's worker process imports the filter plugins (and the modules it runs, their
-# module_utils) and PYTHONDONTWRITEBYTECODE is set: without bytecode shipped they are compiled
+# Every task's worker process imports the filter plugins (and the modules it runs, and
+# etcd_runbook under both) and PYTHONDONTWRITEBYTECODE is set: without bytecode shipped they are compiled
 # again each time (about 1 CPU-s of an idle run).
 RUN /opt/venv/bin/python -m compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator \
-      module_utils
+      etcd_runbook
 ENV PATH=/opt/venv/bin:$PATH \
     ANSIBLE_CONFIG=/opt/etcd-runbook-operator/ansible.cfg \
     ANSIBLE_PYTHON_INTERPRETER=/opt/venv/bin/python \

@@ -21,6 +21,9 @@ $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	@# The repository on the venv's path, after the standard library (as the image's .pth does):
+	@# filters, modules and Jobs import etcd_runbook from here.
+	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/etcd-runbook-operator.pth", "w").write(sys.argv[1] + "\n")' $(CURDIR)
 	touch $@
 
 venv: $(STAMP)

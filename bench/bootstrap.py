@@ -61,7 +61,6 @@ from bench.operator_latency import (
     row,
     wait_for,
 )
-from bench.project_module_utils import use_project_module_utils
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
@@ -284,8 +283,7 @@ def static_claims(name: str) -> list[dict[str, Any]]:
 def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
     """A CA and one certificate for every member's peer and client port (made before the
     clock starts: the operator's cluster makes its own inside its clock)."""
-    use_project_module_utils()
-    from ansible.module_utils.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
+    from etcd_runbook.clients.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
 
     ca = create_ca(f"{name}.{ns} bench CA", 1)
     sans = [f"DNS:*.{name}.{ns}.svc.cluster.local", f"DNS:{name}.{ns}.svc.cluster.local"]

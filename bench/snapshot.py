@@ -27,12 +27,9 @@ from typing import Any
 
 from bench.docs_section import write_section
 from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
-from bench.project_module_utils import use_project_module_utils
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot throughput"
-
-use_project_module_utils()
 
 
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:
@@ -60,9 +57,9 @@ def module_save(member: Member, path: Path) -> dict[str, Any]:
 
 
 def stream_save(member: Member, path: Path) -> int:
-    from ansible.module_utils.etcd_common import ConnectionParams
-    from ansible.module_utils.etcd_snapshot_io import save_atomically
-    from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
+    from etcd_runbook.clients.etcd_common import ConnectionParams
+    from etcd_runbook.clients.etcd_snapshot_io import save_atomically
+    from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
 
     params = ConnectionParams(endpoints=(member.client_url,))
     saved = save_atomically(

@@ -60,10 +60,10 @@ def module_save(member: Member, option: dict[str, Any], key: str) -> dict[str, A
 
 
 def stream_upload(member: Member, option: dict[str, Any], key: str) -> int:
-    from ansible.module_utils.etcd_common import ConnectionParams
-    from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore
-    from ansible.module_utils.etcd_snapshot_s3 import upload_snapshot
-    from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
+    from etcd_runbook.clients.etcd_common import ConnectionParams
+    from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore
+    from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
+    from etcd_runbook.operations.etcd_snapshot_s3 import upload_snapshot
 
     params = ConnectionParams(endpoints=(member.client_url,))
     store = SnapshotStore(S3Params.from_option(option))
@@ -79,8 +79,7 @@ def remove_all(client: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from ansible.module_utils.etcd_s3 import S3Params, make_client
-
+    from etcd_runbook.clients.etcd_s3 import S3Params, make_client
     from tests.s3_local import running_store
 
     bin_dir = etcd_bin_dir(args.version)

@@ -270,9 +270,10 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import kube_argument_spec
-from ansible.module_utils.etcd_observe import observe
+
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_kube import kube_argument_spec
+from etcd_runbook.observe.etcd_observe import observe
 
 
 def argument_spec() -> dict[str, Any]:

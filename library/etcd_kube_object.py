@@ -182,9 +182,10 @@ owner:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
-from ansible.module_utils.etcd_kube_objects import delete_objects, put_objects
+
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_kube import KubeReader, credentials, kube_argument_spec
+from etcd_runbook.operations.etcd_kube_objects import delete_objects, put_objects
 
 
 def argument_spec() -> dict[str, Any]:

@@ -203,14 +203,15 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import (
+
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     connection_required_together,
 )
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_maintenance_actions import (
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.operations.etcd_maintenance_actions import (
     compact,
     defragment,
     disarm_alarms,

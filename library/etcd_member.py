@@ -167,17 +167,18 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import (
+
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     connection_required_together,
     parse_url,
 )
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_health import cluster_health
-from ansible.module_utils.etcd_member_ops import execute, membership_text
-from ansible.module_utils.etcd_membership import plan_absent, plan_present
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.operations.etcd_health import cluster_health
+from etcd_runbook.operations.etcd_member_ops import execute, membership_text
+from etcd_runbook.operations.etcd_membership import plan_absent, plan_present
 
 
 def argument_spec() -> dict[str, Any]:

@@ -119,10 +119,11 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_backup_observe import own_pod_argument_spec
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import KubeReader, credentials, kube_argument_spec
-from ansible.module_utils.etcd_restore_observe import observe_restore
+
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_kube import KubeReader, credentials, kube_argument_spec
+from etcd_runbook.observe.etcd_backup_observe import own_pod_argument_spec
+from etcd_runbook.observe.etcd_restore_observe import observe_restore
 
 
 def argument_spec() -> dict[str, Any]:

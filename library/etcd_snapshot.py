@@ -345,34 +345,39 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import (
+
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     connection_required_together,
     describe,
 )
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_maintenance_ops import (
-    maintenance_health,
-    member_endpoint,
-    read_revision,
-    resolve_member,
-)
-from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
-from ansible.module_utils.etcd_snapshot_catalog import MANIFEST_FORMAT, SnapshotCatalog
-from ansible.module_utils.etcd_snapshot_dir import DirectoryStore
-from ansible.module_utils.etcd_snapshot_io import (
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
+from etcd_runbook.clients.etcd_snapshot_io import (
     SnapshotFile,
     SnapshotIntegrityError,
     file_sha256,
     save_atomically,
     verify_file,
 )
-from ansible.module_utils.etcd_snapshot_restore import RestoreSpec, already_restored, restore
-from ansible.module_utils.etcd_snapshot_s3 import download_snapshot, snapshot_name, upload_snapshot
-from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
-from ansible.module_utils.etcd_snapshot_tool import SnapshotTool, find_tool
+from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
+from etcd_runbook.clients.etcd_snapshot_tool import SnapshotTool, find_tool
+from etcd_runbook.operations.etcd_maintenance_ops import (
+    maintenance_health,
+    member_endpoint,
+    read_revision,
+    resolve_member,
+)
+from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
+from etcd_runbook.operations.etcd_snapshot_restore import RestoreSpec, already_restored, restore
+from etcd_runbook.operations.etcd_snapshot_s3 import (
+    download_snapshot,
+    snapshot_name,
+    upload_snapshot,
+)
+from etcd_runbook.rules.etcd_snapshot_catalog import MANIFEST_FORMAT, SnapshotCatalog
 
 
 def argument_spec() -> dict[str, Any]:

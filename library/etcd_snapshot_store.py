@@ -177,10 +177,11 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
-from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
-from ansible.module_utils.etcd_snapshot_catalog import SnapshotCatalog, manifest_key, ownership
-from ansible.module_utils.etcd_snapshot_dir import DirectoryStore
+
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
+from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
+from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
+from etcd_runbook.rules.etcd_snapshot_catalog import SnapshotCatalog, manifest_key, ownership
 
 
 def argument_spec() -> dict[str, Any]:

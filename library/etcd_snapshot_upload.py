@@ -104,9 +104,10 @@ import re
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_kube import credentials, kube_argument_spec
-from ansible.module_utils.etcd_pod_upload import exec_channel, upload
+
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_kube import credentials, kube_argument_spec
+from etcd_runbook.operations.etcd_pod_upload import exec_channel, upload
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -126,8 +126,9 @@ reason:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_tls import issue_material
+
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_tls import issue_material
 
 
 def argument_spec() -> dict[str, Any]:

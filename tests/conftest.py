@@ -1,12 +1,6 @@
-"""Shared pytest plugins: each suite's fixtures live in a module of their own.
-
-Modules import module_utils as ansible.module_utils.*, as Ansible packs them: the repository's
-module_utils/ joins that package's path once here, for every test that imports them."""
+"""Shared pytest plugins: each suite's fixtures live in a module of their own."""
 
 import os
-from pathlib import Path
-
-import ansible.module_utils
 
 # The test process holds gRPC clients while it forks etcd and kubectl processes (Popen with a
 # preexec_fn forks rather than spawns). gRPC's fork handlers then ran in a child between fork
@@ -14,10 +8,6 @@ import ansible.module_utils
 # SIGABRT before it started: seen once in a clean-clone run). No test forks a process that
 # uses gRPC, so the handlers are turned off before grpc is first imported.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 pytest_plugins: list[str] = [
     "tests.etcd_cluster",

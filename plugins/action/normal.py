@@ -130,6 +130,9 @@ def run_module(path: str, args: dict[str, Any], module_utils: list[str]) -> dict
     import ansible.module_utils
     from ansible.module_utils import basic
 
+    # Ansible packs a module's imports from configured module_utils directories into its zip;
+    # here they join the package's path instead. (This project's modules import etcd_runbook,
+    # an installed package, and need none: this keeps any module in `library` working alike.)
     for directory in module_utils:
         directory = os.path.expanduser(directory)
         if os.path.isdir(directory) and directory not in ansible.module_utils.__path__:

@@ -1,5 +1,5 @@
 """Documentation of the connection options shared by every etcd module
-(module_utils/etcd_common.py connection_argument_spec)."""
+(etcd_runbook/clients/etcd_common.py connection_argument_spec)."""
 
 
 class ModuleDocFragment:

@@ -1,5 +1,5 @@
 """Documentation of the API server options shared by the modules that read or write
-Kubernetes objects (module_utils/etcd_kube.py kube_argument_spec)."""
+Kubernetes objects (etcd_runbook/clients/etcd_kube.py kube_argument_spec)."""
 
 
 class ModuleDocFragment:

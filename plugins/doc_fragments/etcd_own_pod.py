@@ -1,5 +1,5 @@
 """Documentation of the options of the modules that look at what an operator-side runbook
-decides on and name the operator's own image (module_utils/etcd_backup_observe.py
+decides on and name the operator's own image (etcd_runbook/observe/etcd_backup_observe.py
 own_pod_argument_spec)."""
 
 

@@ -1,5 +1,5 @@
 """Documentation of the `s3` option shared by the snapshot modules
-(module_utils/etcd_s3.py s3_argument_spec)."""
+(etcd_runbook/clients/etcd_s3.py s3_argument_spec)."""
 
 
 class ModuleDocFragment:

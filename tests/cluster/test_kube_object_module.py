@@ -262,9 +262,9 @@ class _Replacing:
 def test_an_object_made_again_meanwhile_is_never_the_one_written(k8s_cluster, k8s_namespace):
     """The uid read goes with every patch and deletion; kube-apiserver refuses either when the
     object under that name is another by then."""
-    from ansible.module_utils.etcd_errors import EtcdModuleError
-    from ansible.module_utils.etcd_kube import KubeReader, credentials
-    from ansible.module_utils.etcd_kube_objects import delete_objects, put_objects
+    from etcd_runbook.clients.etcd_errors import EtcdModuleError
+    from etcd_runbook.clients.etcd_kube import KubeReader, credentials
+    from etcd_runbook.operations.etcd_kube_objects import delete_objects, put_objects
 
     ns = k8s_namespace
     ours = _owner(k8s_cluster, ns)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from etcd_runbook.rules import etcd_plan
 from tests.ansible_adhoc import run_module
-from tests.filters import load_filter
 from tests.kubelet_less import force_delete, kubelet_less_node, renew, run_there
 
 pytestmark = pytest.mark.cluster
@@ -358,7 +358,7 @@ def test_a_look_judges_nodes_on_one_clock_members_by_their_volumes_and_dials_no_
                 "info": _member_info([f"obs-{i}" for i in range(4)], ns),
                 "options": {"name": "obs", "namespace": ns},
             }
-            plan = load_filter("etcd_plan").plan(facts)
+            plan = etcd_plan.plan(facts)
             assert sorted(plan["node_lost"]) == ["obs-1", "obs-3"], plan["node_lost"]
             assert plan["node_lost"]["obs-3"]["why"] == f"its node {gone} no longer exists"
             # obs-0's Pod is on a node that runs: left to that node's kubelet (an outdated Pod

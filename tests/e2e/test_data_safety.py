@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_tls import issue_material
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
+from etcd_runbook.clients.etcd_tls import issue_material
+from etcd_runbook.rules import etcd_manifests
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -34,7 +35,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
-from tests.filters import load_filter
 from tests.k8s_cluster import REPO, K8sCluster, namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -665,7 +665,7 @@ def _event_naming(
 def _user_tls_secrets(k8s: K8sCluster, ns: str, cluster: str) -> dict[str, str]:
     """A person's TLS Secrets for `cluster`, labelled for it, issued with the role's own
     profiles (so etcd's address checks pass); returns spec.tls.secrets."""
-    profiles = load_filter("etcd_manifests").cert_profiles(
+    profiles = etcd_manifests.cert_profiles(
         {"name": cluster, "namespace": ns, "domain": "cluster.local"}
     )
     made = issue_material(

@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import ConnectionParams
 from etcd3aio import Etcd3Client
 
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import ConnectionParams
 from tests.ansible_adhoc import run_module
 
 pytestmark = pytest.mark.etcd

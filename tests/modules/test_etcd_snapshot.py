@@ -196,12 +196,7 @@ def test_a_stream_that_breaks_leaves_nothing_behind(tmp_path):
     """save_atomically with a stream that fails half way, and one whose hash is wrong: the
     target keeps its old content and no temp file remains. (The stream is faked here: real
     etcd does not break on demand.)"""
-    import ansible.module_utils
-
-    module_utils = str(Path(__file__).resolve().parents[2] / "module_utils")
-    if module_utils not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(module_utils)
-    from ansible.module_utils.etcd_snapshot_io import SnapshotIntegrityError, save_atomically
+    from etcd_runbook.clients.etcd_snapshot_io import SnapshotIntegrityError, save_atomically
 
     target = tmp_path / "snap.db"
     target.write_bytes(b"old")

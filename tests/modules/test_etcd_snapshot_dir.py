@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from etcd_runbook.rules import etcd_backup_plan as bp
 from tests.ansible_adhoc import run_module
-from tests.filters import load_filter
 
-bp = load_filter("etcd_backup_plan")
 BUMP = 1_000_000_000
 
 

@@ -21,12 +21,11 @@ import grpc
 import pytest
 from etcd3aio._protobuf import KVStub, PutRequest
 
+from etcd_runbook.rules import etcd_backup_plan as bp
 from tests.ansible_adhoc import run_module
 from tests.etcd_cluster import REPO, free_port
-from tests.filters import load_filter
 from tests.s3_local import LocalS3
 
-bp = load_filter("etcd_backup_plan")
 BUMP = 1_000_000_000
 MiB = 1024 * 1024
 
@@ -96,6 +95,7 @@ def test_save_to_s3_then_restore(etcd_cluster_factory, s3_store, tmp_path):
     key = saved["key"]
     assert keys_in(s3_store, bucket) == [key, key + ".json"]
     parsed = bp.parse_snapshot_key(key)
+    assert parsed is not None
     assert parsed["directory"] == "backups/ns/e/nightly"
     assert parsed["revision"] == saved["revision"] >= original_revision
     content = read_object(s3_store, bucket, key)
@@ -381,13 +381,10 @@ def _source(bucket: str, key: str) -> Any:
 STREAM_SCRIPT = r"""
 import json, resource, sys
 from pathlib import Path
-import ansible.module_utils
-sys.path.insert(0, sys.argv[1])
-ansible.module_utils.__path__.append(str(Path(sys.argv[1]) / "module_utils"))
-from ansible.module_utils.etcd_common import ConnectionParams
-from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore
-from ansible.module_utils.etcd_snapshot_s3 import upload_snapshot
-from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
+from etcd_runbook.clients.etcd_common import ConnectionParams
+from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore
+from etcd_runbook.operations.etcd_snapshot_s3 import upload_snapshot
+from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
 
 args = json.loads(sys.stdin.read())
 def rss(field):
@@ -424,7 +421,8 @@ def stream_in_a_process(c, s3: dict[str, Any], key: str) -> dict[str, Any]:
     process that reports its RSS before the stream and its high-water mark after it."""
     args = {"s3": s3, "etcd": c.module_args(), "url": c.client_urls[0], "key": key}
     proc = subprocess.run(
-        [sys.executable, "-c", STREAM_SCRIPT, str(REPO)],
+        [sys.executable, "-c", STREAM_SCRIPT],
+        cwd=REPO,  # `python -c` imports from its working directory: etcd_runbook from here
         input=json.dumps(args),
         capture_output=True,
         text=True,
@@ -468,9 +466,9 @@ def test_a_failed_hash_check_aborts_the_multipart_upload(s3_store):
     """Bytes in etcd's snapshot format (sectors, then a sha256 trailer), larger than two
     parts, with a wrong trailer: the upload is aborted and nothing is listed under the key;
     the same bytes with the right trailer complete."""
-    from ansible.module_utils.etcd_s3 import S3Params, SnapshotStore
-    from ansible.module_utils.etcd_snapshot_io import SnapshotIntegrityError
-    from ansible.module_utils.etcd_snapshot_s3 import PART_SIZE, upload_snapshot
+    from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore
+    from etcd_runbook.clients.etcd_snapshot_io import SnapshotIntegrityError
+    from etcd_runbook.operations.etcd_snapshot_s3 import PART_SIZE, upload_snapshot
 
     body = os.urandom(2 * PART_SIZE + 512 * 100)
     good_trailer = hashlib.sha256(body).digest()

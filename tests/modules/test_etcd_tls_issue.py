@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import ConnectionParams
-from ansible.module_utils.etcd_errors import EtcdModuleError
 
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import ConnectionParams
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.rules import etcd_manifests
 from tests.ansible_adhoc import run_module
 from tests.etcd_cluster import EtcdCluster, etcd_bin_dir
 from tests.etcd_pki import Pki
-from tests.filters import load_filter
 
 pytestmark = pytest.mark.etcd
 
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.etcd
 def role_profiles() -> dict[str, Any]:
     """What the role passes: etcd_cert_profiles of a cluster `e` in namespace `ns`."""
     return dict(
-        load_filter("etcd_manifests").cert_profiles(
-            {"name": "e", "namespace": "ns", "domain": "cluster.local"}
-        )
+        etcd_manifests.cert_profiles({"name": "e", "namespace": "ns", "domain": "cluster.local"})
     )
 
 

@@ -1,4 +1,4 @@
-"""Every call checks the cluster ID its answer carries (module_utils/etcd_client.py, the
+"""Every call checks the cluster ID its answer carries (etcd_runbook/clients/etcd_client.py, the
 snapshot stream): two real clusters on loopback, and each call meant for one pointed at the
 other fails before anything is acted on, the other cluster left as it was."""
 
@@ -9,10 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import ConnectionParams
-from ansible.module_utils.etcd_errors import EtcdForeignClusterError
-from ansible.module_utils.etcd_snapshot_stream import stream_snapshot
+
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import ConnectionParams
+from etcd_runbook.clients.etcd_errors import EtcdForeignClusterError
+from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
 
 pytestmark = pytest.mark.etcd
 

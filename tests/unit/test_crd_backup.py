@@ -10,10 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
+from etcd_runbook.rules import etcd_backup_plan as bp
 from tests import crd_schema as cs
-from tests.filters import load_filter
-
-bp = load_filter("etcd_backup_plan")
 
 BACKUP = cs.load("etcdbackups")
 RESTORE = cs.load("etcdrestores")

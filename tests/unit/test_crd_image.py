@@ -85,6 +85,6 @@ def test_both_recipes_ship_the_plugins_bytecode():
     script = ROOT.joinpath("hack/build-operator-image").read_text()
     assert (
         "compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator \\\n"
-        "      module_utils" in dockerfile
+        "      etcd_runbook" in dockerfile
     )
-    assert 'BYTECODE_TOPS = ("plugins", "etcd_runbook_operator", "module_utils")' in script
+    assert 'BYTECODE_TOPS = ("plugins", "etcd_runbook_operator", "etcd_runbook")' in script

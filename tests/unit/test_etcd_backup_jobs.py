@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.rules import etcd_backup_jobs as bj
 from tests.filters import load_filter
 
-bj = load_filter("etcd_backup_jobs")
 IMAGE = "etcd-runbook-operator:dev"
 
 
@@ -169,7 +169,9 @@ def test_what_cannot_become_a_job_is_refused(change, image, match, reason, field
     change(obj)
     with pytest.raises(bj.BackupJobError, match=match):
         bj.workload(obj, image)
-    refused = bj.FilterModule().filters()["etcd_backup_workload"](obj, image)
+    refused = (
+        load_filter("etcd_backup_jobs").FilterModule().filters()["etcd_backup_workload"](obj, image)
+    )
     assert (refused["reason"], refused["field"], refused["objects"]) == (reason, field, [])
     assert re.search(match, refused["refused"])
 
@@ -361,7 +363,7 @@ def test_what_the_cronjob_controller_takes_is_no_problem(line):
 
 
 def test_the_filter_reports_a_refusal_instead_of_raising():
-    workload = bj.FilterModule().filters()["etcd_backup_workload"]
+    workload = load_filter("etcd_backup_jobs").FilterModule().filters()["etcd_backup_workload"]
     assert workload(backup(), "")["refused"].startswith("no image for the backup Job")
     taken = workload(backup(), IMAGE)
     assert (taken["refused"], taken["reason"], taken["field"]) == ("", "", "")

@@ -1,11 +1,11 @@
-"""etcd_backup_observe's look (module_utils/etcd_backup_observe.py) against a fake reader:
+"""etcd_backup_observe's look (etcd_runbook/observe/etcd_backup_observe.py) against a fake reader:
 what it asks for, and that a Secret's values never leave it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.etcd_backup_observe import observe_backup
+from etcd_runbook.observe.etcd_backup_observe import observe_backup
 
 
 class FakeReader:

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.rules import etcd_backup_plan as bp
 from tests.filters import load_filter
-
-bp = load_filter("etcd_backup_plan")
 
 NOW = "2026-05-10T12:00:00Z"
 UID = "0d4c5f0e-uid-nightly"
@@ -323,6 +322,7 @@ def test_bad_listing_is_explained(snapshots, message):
 def test_snapshot_key_round_trip(prefix, backup, time, revision, key):
     assert bp.snapshot_key(prefix, "ns", "e", backup, time, revision) == key
     parsed = bp.parse_snapshot_key(key)
+    assert parsed is not None
     assert parsed["revision"] == revision
     assert parsed["time"] == bp.format_time(bp.parse_time(time).replace(microsecond=0))
     assert parsed["directory"] + "/" == bp.backup_prefix(prefix, "ns", "e", backup)
@@ -373,8 +373,8 @@ def _listed_by(listing_prefix: str, key: str) -> bool:
     ],
 )
 def test_two_backups_never_list_each_others_snapshots(case, mine, theirs):
-    their_key = bp.snapshot_key(*theirs, NOW, 1)
-    my_key = bp.snapshot_key(*mine, NOW, 1)
+    their_key = bp.snapshot_key(theirs[0], theirs[1], theirs[2], theirs[3], NOW, 1)
+    my_key = bp.snapshot_key(mine[0], mine[1], mine[2], mine[3], NOW, 1)
     assert not _listed_by(bp.backup_prefix(*mine), their_key), case
     assert not _listed_by(bp.backup_prefix(*theirs), my_key), case
     assert _listed_by(bp.backup_prefix(*mine), my_key)
@@ -383,7 +383,7 @@ def test_two_backups_never_list_each_others_snapshots(case, mine, theirs):
 def test_snapshots_of_the_layout_before_backups_owned_them_are_never_listed():
     # <prefix>/<namespace>/<cluster>/<file>: one level above every backup's own prefix.
     legacy = "p/ns/e/20260501T030000Z-rev42.db"
-    assert bp.parse_snapshot_key(legacy)["revision"] == 42
+    assert (bp.parse_snapshot_key(legacy) or {}).get("revision") == 42
     for backup in ("hourly", "nightly", bp.BY_HAND):
         assert not _listed_by(bp.backup_prefix("p", "ns", "e", backup), legacy)
 
@@ -449,7 +449,7 @@ def test_newest_verified():
 
 
 def test_filters_are_exported():
-    filters = bp.FilterModule().filters()
+    filters = load_filter("etcd_backup_plan").FilterModule().filters()
     assert filters["etcd_backup_prune"] is bp.prune_plan
     assert set(filters) == {
         "etcd_backup_retention",
@@ -699,7 +699,7 @@ def test_target_refuses_what_it_cannot_use(spec, match):
 
 
 def test_the_filters_report_a_refusal_instead_of_raising():
-    filters = bp.FilterModule().filters()
+    filters = load_filter("etcd_backup_plan").FilterModule().filters()
     assert filters["etcd_backup_target"]({}, "prod") == {
         "refused": "spec.clusterName must be the name of an EtcdCluster, not None"
     }
@@ -790,6 +790,7 @@ def test_nothing_foreign_removes_the_field_and_a_snapshot_not_listed_is_missing(
 def test_foreign_objects_name_at_most_five():
     many = [{"key": f"k{i}", "why": "no manifest that verifies it"} for i in range(8)]
     report = bp.foreign_objects(many, ["m.json"], "s3://b/p/")
+    assert report is not None
     assert report["count"] == 9 and len(report["examples"]) == bp.FOREIGN_EXAMPLES == 5
 
 

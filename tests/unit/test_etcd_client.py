@@ -5,8 +5,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from ansible.module_utils.etcd_client import EtcdClient, foreign_answer
-from ansible.module_utils.etcd_common import (
+
+from etcd_runbook.clients.etcd_client import EtcdClient, foreign_answer
+from etcd_runbook.clients.etcd_common import (
     ConnectionParams,
     connection_argument_spec,
     member_id_hex,
@@ -14,7 +15,7 @@ from ansible.module_utils.etcd_common import (
     parse_member_id,
     parse_url,
 )
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_errors import (
     EtcdAuthError,
     EtcdForeignClusterError,
     EtcdInputError,

@@ -1,16 +1,18 @@
-"""Membership decisions (module_utils/etcd_membership.py) over hand-made cluster health."""
+"""Membership decisions (etcd_runbook/operations/etcd_membership.py) over hand-made cluster
+health."""
 
 from __future__ import annotations
 
 import pytest
-from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError
-from ansible.module_utils.etcd_health import (
+
+from etcd_runbook.clients.etcd_common import EndpointStatus, Member, MemberView
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdRefusedError
+from etcd_runbook.operations.etcd_health import (
     ClusterHealth,
     choose_view,
     is_stranger,
 )
-from ansible.module_utils.etcd_membership import (
+from etcd_runbook.operations.etcd_membership import (
     PREDICTED_ID,
     plan_absent,
     plan_present,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.etcd_kube import (
+
+from etcd_runbook.clients.etcd_kube import (
     KubeCredentials,
     KubeError,
     KubeReader,

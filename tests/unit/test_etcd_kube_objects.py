@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_kube_objects import (
+
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.operations.etcd_kube_objects import (
     NameTakenError,
     contains,
     delete_objects,

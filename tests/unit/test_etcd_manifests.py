@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.filters import load_filter
-
-ep = load_filter("etcd_plan")
-em = load_filter("etcd_manifests")
+from etcd_runbook.rules import etcd_manifests as em
+from etcd_runbook.rules import etcd_plan as ep
 
 HOSTILE = "{{ lookup('ansible.builtin.pipe', 'id') }}\n  hostPath: {path: /}"
 

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.etcd_errors import EtcdInputError
-from ansible.module_utils.etcd_kube import KubeError
-from ansible.module_utils.etcd_observe import (
+
+from etcd_runbook.clients.etcd_errors import EtcdInputError
+from etcd_runbook.clients.etcd_kube import KubeError
+from etcd_runbook.observe.etcd_observe import (
     Observer,
     ask_etcd,
     awaited,

@@ -1,4 +1,4 @@
-"""The runbook's decisions (plugins/filter/etcd_plan.py), table-driven, no cluster needed.
+"""The runbook's decisions (etcd_runbook/rules/etcd_plan.py), table-driven, no cluster needed.
 
 Facts are built the way k8s_info and etcd_cluster_info return them; each case says what the
 plan must (and must not) do with them, with the safety cases spelled out: quorum, learners,
@@ -8,22 +8,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_tls import cert_pem, create_ca
 from cryptography.hazmat.primitives import serialization
 
-from tests.filters import load_filter
-
-_PATH = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "etcd_plan.py"
-_SPEC = importlib.util.spec_from_file_location("etcd_plan", _PATH)
-assert _SPEC and _SPEC.loader
-ep = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(ep)
+from etcd_runbook.clients.etcd_tls import cert_pem, create_ca
+from etcd_runbook.rules import etcd_manifests as manifests
+from etcd_runbook.rules import etcd_plan as ep
 
 CID = "c1d"
 # When the kubelet says a member Pod's container started and turned Ready.
@@ -1469,7 +1462,6 @@ GATE_STATES = {
     ),
     "waived": ([], "3.6.16", "3.6.16"),
 }
-manifests = load_filter("etcd_manifests")
 
 
 def _made_on(p: dict[str, Any], name: str, claim_: dict[str, Any]) -> str:

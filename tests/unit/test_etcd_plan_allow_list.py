@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.filters import load_filter
+from etcd_runbook.rules import etcd_plan as ep
+from etcd_runbook.rules import etcd_restore_plan as rp
 from tests.unit.test_etcd_plan import healthy3, info, member, obj
 from tests.unit.test_etcd_restore_plan import restore, seen, target
-
-ep = load_filter("etcd_plan")
-rp = load_filter("etcd_restore_plan")
 
 OFFICIAL = "gcr.io/etcd-development/etcd"
 MIRROR = "registry.corp.example/etcd"

@@ -1,7 +1,7 @@
-"""module_utils/etcd_pod_upload.py: the receiver really runs (a Python process reading its
-stdin, as in the container), with a pipe standing in for the API server's exec stream. The
-file appears whole or not at all, a wrong local file is refused before anything is sent, a
-file already there is left alone. Through a real API server: tests/e2e/test_etcdrestore.py."""
+"""etcd_runbook/operations/etcd_pod_upload.py: the receiver really runs (a Python process
+reading its stdin, as in the container), with a pipe standing in for the API server's exec
+stream. The file appears whole or not at all, a wrong local file is refused before anything is sent,
+a file already there is left alone. Through a real API server: tests/e2e/test_etcdrestore.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.etcd_pod_upload import Lines, UploadError, receiver_command, upload
+
+from etcd_runbook.operations.etcd_pod_upload import Lines, UploadError, receiver_command, upload
 
 
 class PipeChannel:

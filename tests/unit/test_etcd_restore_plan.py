@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.filters import load_filter
+from etcd_runbook.rules import etcd_manifests as em
+from etcd_runbook.rules import etcd_plan as ep
+from etcd_runbook.rules import etcd_restore_plan as rp
 
-rp = load_filter("etcd_restore_plan")
-ep = load_filter("etcd_plan")
-em = load_filter("etcd_manifests")
 SHA = "a" * 64
 UID = "0123456789abcdef"
 

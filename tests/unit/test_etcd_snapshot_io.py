@@ -1,4 +1,4 @@
-"""module_utils/etcd_snapshot_io.py without etcd: a snapshot file appears only whole, with
+"""etcd_runbook/clients/etcd_snapshot_io.py without etcd: a snapshot file appears only whole, with
 etcd's hash checked, mode 0600 and the bytes in order, whether the filesystem takes O_DIRECT
 writes or refuses them half way. Saved from real etcd: tests/modules/test_etcd_snapshot.py."""
 
@@ -12,9 +12,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import etcd_snapshot_io as sio
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_snapshot_io import (
+
+from etcd_runbook.clients import etcd_snapshot_io as sio
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_snapshot_io import (
     DIRECT_BLOCK,
     HashingWriter,
     SnapshotIntegrityError,

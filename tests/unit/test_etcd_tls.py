@@ -1,4 +1,4 @@
-"""module_utils/etcd_tls.py: the CA and certificates etcd_tls_issue makes, checked with
+"""etcd_runbook/clients/etcd_tls.py: the CA and certificates etcd_tls_issue makes, checked with
 cryptography's own path validation, on the profiles the role really passes."""
 
 from __future__ import annotations
@@ -8,15 +8,6 @@ import ipaddress
 from typing import Any
 
 import pytest
-from ansible.module_utils.etcd_tls import (
-    EtcdTlsError,
-    cert_pem,
-    create_ca,
-    issue_cert,
-    issue_material,
-    key_pem,
-    profile_of,
-)
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -29,7 +20,16 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-from tests.filters import load_filter
+from etcd_runbook.clients.etcd_tls import (
+    EtcdTlsError,
+    cert_pem,
+    create_ca,
+    issue_cert,
+    issue_material,
+    key_pem,
+    profile_of,
+)
+from etcd_runbook.rules import etcd_manifests
 
 NOW = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -37,9 +37,7 @@ DAY = datetime.timedelta(days=1)
 
 def _role_profiles() -> dict[str, Any]:
     return dict(
-        load_filter("etcd_manifests").cert_profiles(
-            {"name": "e", "namespace": "ns", "domain": "cluster.local"}
-        )
+        etcd_manifests.cert_profiles({"name": "e", "namespace": "ns", "domain": "cluster.local"})
     )
 
 

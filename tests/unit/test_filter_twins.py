@@ -8,21 +8,19 @@ from __future__ import annotations
 import base64
 
 import pytest
-from ansible.module_utils import etcd_observe
-from ansible.module_utils.etcd_observe import (
+
+from etcd_runbook.observe import etcd_observe
+from etcd_runbook.observe.etcd_observe import (
     QUESTION_SILENCE,
     cannot_run,
     client_material,
     unschedulable,
 )
-
-from tests.filters import load_filter
-
-backup_plan = load_filter("etcd_backup_plan")
-backup_jobs = load_filter("etcd_backup_jobs")
-restore_plan = load_filter("etcd_restore_plan")
-cluster_plan = load_filter("etcd_plan")
-manifests = load_filter("etcd_manifests")
+from etcd_runbook.rules import etcd_backup_jobs as backup_jobs
+from etcd_runbook.rules import etcd_backup_plan as backup_plan
+from etcd_runbook.rules import etcd_manifests as manifests
+from etcd_runbook.rules import etcd_plan as cluster_plan
+from etcd_runbook.rules import etcd_restore_plan as restore_plan
 
 
 @pytest.mark.parametrize(
@@ -77,7 +75,7 @@ def test_the_backup_and_restore_jobs_get_the_store_credentials_alike(ca_secret):
     ],
 )
 def test_the_plan_and_the_wait_read_the_scheduler_alike(conditions):
-    # The wait (module_utils/etcd_observe.py) stops on what the plan reports as unschedulable.
+    # The wait (etcd_runbook/observe/etcd_observe.py) stops on what the plan reports as unschedulable.
     pod = {"metadata": {"name": "e-0"}, "status": {"conditions": conditions}}
     assert unschedulable([pod], "e-0") == cluster_plan.unschedulable(pod)
 
@@ -103,7 +101,7 @@ OWNER = {"name": "nightly", "uid": "u-1", "cluster_id": "c1"}
 )
 def test_the_plan_and_the_module_that_deletes_tell_a_backups_own_snapshots_alike(entry):
     # The plan decides what to prune; etcd_snapshot_store refuses to delete anything else.
-    from ansible.module_utils.etcd_snapshot_catalog import ownership
+    from etcd_runbook.rules.etcd_snapshot_catalog import ownership
 
     assert backup_plan.ownership(entry, OWNER) == ownership(entry, OWNER)
 
@@ -193,7 +191,7 @@ def test_the_look_and_the_role_connect_to_etcd_with_the_same_material(secrets):
     ],
 )
 def test_the_plan_and_the_roll_s_wait_tell_a_pod_that_cannot_run_alike(status):
-    # The roll's wait (module_utils/etcd_observe.py) stops on what the plan halts the roll for.
+    # The roll's wait (etcd_runbook/observe/etcd_observe.py) stops on what the plan halts the roll for.
     pod = {
         "metadata": {"name": "e-0"},
         "status": {"containerStatuses": [{"name": "etcd", **status}]},

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
 
 TOOL_TIMEOUT = 600.0
 

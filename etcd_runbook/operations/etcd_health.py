@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import EndpointStatus, Member, MemberView
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import EndpointStatus, Member, MemberView
+from etcd_runbook.clients.etcd_errors import (
     EtcdModuleError,
     EtcdRefusedError,
     EtcdUnreachableError,

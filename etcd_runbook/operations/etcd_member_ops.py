@@ -9,12 +9,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import Member, describe
-from ansible.module_utils.etcd_errors import EtcdModuleError, EtcdServerError
-from ansible.module_utils.etcd_health import ClusterHealth
-from ansible.module_utils.etcd_leadership import transfer_leadership
-from ansible.module_utils.etcd_membership import MemberPlan
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import Member, describe
+from etcd_runbook.clients.etcd_errors import EtcdModuleError, EtcdServerError
+from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_leadership import transfer_leadership
+from etcd_runbook.operations.etcd_membership import MemberPlan
 
 PROMOTE_RETRY_SECONDS = 1.0
 # etcd refuses membership changes as "unhealthy cluster" until the member serving the request

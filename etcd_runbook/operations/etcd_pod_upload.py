@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_kube import KubeCredentials
-from ansible.module_utils.etcd_snapshot_io import file_sha256
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_kube import KubeCredentials
+from etcd_runbook.clients.etcd_snapshot_io import file_sha256
 
 CHUNK = 1 << 20
 

@@ -14,15 +14,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.etcd_client import EndpointClient, EtcdClient
-from ansible.module_utils.etcd_common import EndpointStatus, Member, describe, normalize_url
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_client import EndpointClient, EtcdClient
+from etcd_runbook.clients.etcd_common import EndpointStatus, Member, describe, normalize_url
+from etcd_runbook.clients.etcd_errors import (
     EtcdInputError,
     EtcdModuleError,
     EtcdRefusedError,
     EtcdServerError,
 )
-from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
+from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 
 HEALTH_POLL_SECONDS = 0.5
 # How etcd lists a raised alarm among a member's Status errors.

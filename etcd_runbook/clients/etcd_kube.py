@@ -24,8 +24,9 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 import yaml
-from ansible.module_utils.etcd_common import private_file
-from ansible.module_utils.etcd_errors import EtcdModuleError
+
+from etcd_runbook.clients.etcd_common import private_file
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
 
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 

@@ -31,10 +31,11 @@ from typing import Protocol
 import grpc
 import grpc.aio
 import grpc.experimental
-from ansible.module_utils.etcd_common import ConnectionParams, member_id_hex, parse_url
-from ansible.module_utils.etcd_errors import EtcdForeignClusterError, EtcdModuleError, translate
 from etcd3aio._protobuf import AuthStub, MaintenanceStub, SnapshotRequest
 from etcd3aio._protobuf import rpc_pb2 as _rpc
+
+from etcd_runbook.clients.etcd_common import ConnectionParams, member_id_hex, parse_url
+from etcd_runbook.clients.etcd_errors import EtcdForeignClusterError, EtcdModuleError, translate
 
 BLOCK = 1024 * 1024
 BLOCK_CHUNKS = 512  # a list of small messages is handed over at this length

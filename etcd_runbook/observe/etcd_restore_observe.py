@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.etcd_backup_observe import Reader, container_image, secret_key_names
-from ansible.module_utils.etcd_kube import namespaced
+from etcd_runbook.clients.etcd_kube import namespaced
+from etcd_runbook.observe.etcd_backup_observe import Reader, container_image, secret_key_names
 
 GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LABEL_RESTORE = "etcd.runbook.io/restore"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ansible.module_utils.etcd_kube import namespaced
+from etcd_runbook.clients.etcd_kube import namespaced
 
 GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LABEL_BACKUP = "etcd.runbook.io/backup"

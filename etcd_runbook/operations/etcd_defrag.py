@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import Member, describe
-from ansible.module_utils.etcd_errors import EtcdRefusedError
-from ansible.module_utils.etcd_health import ClusterHealth
-from ansible.module_utils.etcd_maintenance_ops import (
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import Member, describe
+from etcd_runbook.clients.etcd_errors import EtcdRefusedError
+from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_maintenance_ops import (
     member_endpoint,
     require_healthy,
     wait_healthy,

@@ -28,9 +28,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdModuleError
-from ansible.module_utils.etcd_s3 import S3Error, SnapshotStore, explain
-from ansible.module_utils.etcd_snapshot_io import (
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_s3 import S3Error, SnapshotStore, explain
+from etcd_runbook.clients.etcd_snapshot_io import (
     M_ARENA_MAX,
     M_MMAP_THRESHOLD,
     M_TRIM_THRESHOLD,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
 
 TRAILER_SIZE = hashlib.sha256().digest_size
 SECTOR = 512

@@ -3,7 +3,7 @@ budget and TLS Secrets, then what etcd itself says, in one process.
 
 Each module process costs ansible about a second of start-up on a small machine, and a run
 with nothing to do used to start eight of them to look. Everything here is read-only; the
-facts go back to the role, where plugins/filter/etcd_plan.py decides what they mean. No answer
+facts go back to the role, where etcd_runbook/rules/etcd_plan.py decides what they mean. No answer
 from etcd is a fact too (`info_error`), not a failure of the look.
 """
 
@@ -23,11 +23,11 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import ConnectionParams, normalize_url, private_file
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_health import cluster_info
-from ansible.module_utils.etcd_kube import KubeError, KubeReader, credentials, namespaced
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import ConnectionParams, normalize_url, private_file
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_kube import KubeError, KubeReader, credentials, namespaced
+from etcd_runbook.operations.etcd_health import cluster_info
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380
@@ -56,7 +56,7 @@ PROBE_TIMEOUT = 1.0
 # Pods costs the API server little.
 GONE_INTERVAL = 0.25
 # What the kubelet says of a container that cannot start: its image cannot be had, or the
-# container cannot be made or keeps failing (plugins/filter/etcd_plan.py keeps the same).
+# container cannot be made or keeps failing (etcd_runbook/rules/etcd_plan.py keeps the same).
 IMAGE_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 START_FAILURES = (
     "CrashLoopBackOff",

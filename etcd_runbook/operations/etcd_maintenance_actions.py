@@ -6,18 +6,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible.module_utils.etcd_client import EndpointClient, EtcdClient
-from ansible.module_utils.etcd_common import Alarm, describe
-from ansible.module_utils.etcd_defrag import plan_defrag, run_defrag
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_client import EndpointClient, EtcdClient
+from etcd_runbook.clients.etcd_common import Alarm, describe
+from etcd_runbook.clients.etcd_errors import (
     EtcdInputError,
     EtcdModuleError,
     EtcdRefusedError,
     EtcdServerError,
 )
-from ansible.module_utils.etcd_health import ClusterHealth
-from ansible.module_utils.etcd_leadership import transfer_leadership
-from ansible.module_utils.etcd_maintenance_ops import (
+from etcd_runbook.operations.etcd_defrag import plan_defrag, run_defrag
+from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_leadership import transfer_leadership
+from etcd_runbook.operations.etcd_maintenance_ops import (
     compacted_revision,
     maintenance_health,
     member_endpoint,

@@ -21,16 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_snapshot_catalog import (
-    MANIFEST_MAX_BYTES,
-    SnapshotCatalog,
-    manifest_body,
-    manifest_key,
-    parse_manifest,
-    rfc3339,
-)
-from ansible.module_utils.etcd_snapshot_io import (
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_snapshot_io import (
     READ_CHUNK,
     HashingWriter,
     SnapshotFile,
@@ -40,6 +32,14 @@ from ansible.module_utils.etcd_snapshot_io import (
     save_atomically,
     verified_rename,
     write_all,
+)
+from etcd_runbook.rules.etcd_snapshot_catalog import (
+    MANIFEST_MAX_BYTES,
+    SnapshotCatalog,
+    manifest_body,
+    manifest_key,
+    parse_manifest,
+    rfc3339,
 )
 
 _REASONS = {

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_kube import namespaced
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.clients.etcd_kube import namespaced
 
 # (apiVersion, kind) -> plural: no discovery round trip, and nothing else can be written.
 KINDS = {

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ansible.module_utils.etcd_client import EtcdClient
-from ansible.module_utils.etcd_common import Member, describe
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_client import EtcdClient
+from etcd_runbook.clients.etcd_common import Member, describe
+from etcd_runbook.clients.etcd_errors import (
     EtcdModuleError,
     EtcdTimeoutError,
     EtcdUnreachableError,
 )
-from ansible.module_utils.etcd_health import ClusterHealth, cluster_health
+from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 
 POLL_SECONDS = 0.2
 

@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdRefusedError
-from ansible.module_utils.etcd_snapshot_tool import SnapshotTool
+from etcd_runbook.clients.etcd_errors import EtcdRefusedError
+from etcd_runbook.clients.etcd_snapshot_tool import SnapshotTool
 
 MARKER = ".etcd-runbook-restore.json"
 STAGING_PREFIX = ".restore-"

@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ansible.module_utils.etcd_common import Member, describe, normalize_url
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdRefusedError
-from ansible.module_utils.etcd_health import ClusterHealth, quorum_of
+from etcd_runbook.clients.etcd_common import Member, describe, normalize_url
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdRefusedError
+from etcd_runbook.operations.etcd_health import ClusterHealth, quorum_of
 
 # Placeholder ID of a member that check mode predicts etcd would add.
 PREDICTED_ID = "(new)"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ansible.module_utils.etcd_common import (
+from etcd_runbook.clients.etcd_common import (
     Alarm,
     ConnectionParams,
     EndpointStatus,
@@ -45,7 +45,7 @@ from ansible.module_utils.etcd_common import (
     parse_member_id,
     parse_url,
 )
-from ansible.module_utils.etcd_errors import (
+from etcd_runbook.clients.etcd_errors import (
     EtcdAuthError,
     EtcdForeignClusterError,
     EtcdInputError,
@@ -153,7 +153,7 @@ class EndpointClient:
     async def _open(self) -> _Services:
         # Channels bind to the running loop, so they are created inside it.
         if self._services is None:
-            options = [
+            options: list[tuple[str, Any]] = [
                 ("grpc.keepalive_time_ms", 10_000),
                 ("grpc.keepalive_timeout_ms", 5_000),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),

@@ -24,8 +24,9 @@ from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 from ansible.module_utils.basic import env_fallback
-from ansible.module_utils.etcd_errors import EtcdInputError, EtcdModuleError
-from ansible.module_utils.etcd_snapshot_catalog import (
+
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.rules.etcd_snapshot_catalog import (
     MANIFEST_MAX_BYTES,
     SnapshotCatalog,
     manifest_body,

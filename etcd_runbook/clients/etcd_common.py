@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ansible.module_utils.etcd_errors import EtcdInputError
+from etcd_runbook.clients.etcd_errors import EtcdInputError
 
 DEFAULT_TIMEOUT = 10.0
 

@@ -6,7 +6,7 @@ over `cryptography`, and the
 result is already shaped as kubernetes.io/tls Secret data ({'tls.crt', 'tls.key', 'ca.crt'},
 PEM; keys PKCS#8 without a password, which is what etcd reads).
 
-Profiles have the shape `etcd_cert_profiles` (plugins/filter/etcd_manifests.py) gives them:
+Profiles have the shape `etcd_cert_profiles` (etcd_runbook/rules/etcd_manifests.py) gives them:
 {'common_name': str, 'sans': ['DNS:name', 'IP:1.2.3.4', ...], 'usage': ['serverAuth', ...]}.
 Every problem with the input is an `EtcdTlsError`.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.etcd_errors import EtcdInputError
+from etcd_runbook.clients.etcd_errors import EtcdInputError
 
 try:
     from cryptography import x509

@@ -1,0 +1,1 @@
+"""A run's one look at a cluster (or a backup or restore), built on operations and clients."""

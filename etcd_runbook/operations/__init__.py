@@ -1,0 +1,1 @@
+"""Single steps against a live system, built on the clients."""

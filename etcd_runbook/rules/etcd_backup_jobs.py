@@ -1,0 +1,1008 @@
+"""The backup runbook's side of the operator: the Kubernetes objects that take an EtcdBackup's
+snapshots (a Job, or a CronJob for a schedule, under a ServiceAccount of its own) and what the
+EtcdBackup's status says about them.
+
+The snapshot itself is taken inside the Job, by `playbooks/etcd-backup.yml` from the
+operator's image: the bytes go member -> Job -> destination and never through the operator,
+a volume destination mounts into the Job, and a schedule goes on while the operator is down
+(docs/design-decisions.md, "Backups run as Jobs"). The Job records each verified snapshot in
+the EtcdBackup's status itself (`lastSnapshot`, `retainedSnapshots`, `foreignObjects`,
+`lastCheck`); a check Job (the same playbook with `check`) looks again, every check interval,
+that `lastSnapshot` and its manifest are still there. The operator owns `phase`, the
+conditions and the schedule times, decided here from the Jobs it reads: Available only while
+the last check found the snapshot.
+
+Each backup's Jobs run under a ServiceAccount bound to a Role of the backup's own, whose
+rules name exactly the EtcdBackup, the EtcdCluster and the cluster's two TLS Secrets it
+reads (`job_role`): no Secret of the namespace is listed, no other EtcdBackup is written.
+
+Pure functions over plain dicts, tested in tests/unit/test_etcd_backup_jobs.py. Objects are
+built as data (never rendered from YAML templates), so no value a user wrote can become
+structure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, date, datetime
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
+
+GROUP = "etcd.runbook.io"
+LABEL_BACKUP = f"{GROUP}/backup"
+# What a Job of the backup does: takes a snapshot (unset on Jobs made before there were
+# checks) or checks that status.lastSnapshot is still there.
+LABEL_JOB = f"{GROUP}/job"
+CHECK = "check"
+# The mark a claim carries when its owner means it for etcd backups: only such a claim is
+# mounted (and made group-writable by the Job's fsGroup).
+LABEL_DESTINATION = f"{GROUP}/backup-destination"
+# Set to any new value (a time, say), it asks for a check of status.lastSnapshot now.
+ANNOTATION_CHECK = f"{GROUP}/check-requested"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
+# A finished check Job is collected after this long: one is made every check interval.
+CHECK_TTL_SECONDS = 600
+WORKDIR = "/opt/etcd-runbook-operator"
+VOLUME_ROOT = "/backup"
+S3_CA_DIR = "/etc/etcd-backup/s3-ca"
+RUN_AS = 65532
+TERMINATION_LOG = "/dev/termination-log"
+# A Job's name goes into its Pods' job-name label (at most 63); a CronJob appends 11
+# characters to its own for each Job.
+MAX_JOB_NAME = 63
+MAX_CRONJOB_NAME = 52
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class BackupJobError(ValueError):
+    """An EtcdBackup that cannot be turned into a Job; the message names the field. The
+    reason word says whose mistake it is: the user's spec (InvalidSpec) or the operator's
+    setup (CannotRun)."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec", field: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.field = field
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("spec") or {}
+
+
+def _s3(obj: dict[str, Any]) -> dict[str, Any]:
+    return (_spec(obj).get("destination") or {}).get("s3") or {}
+
+
+def _volume(obj: dict[str, Any]) -> dict[str, Any]:
+    return (_spec(obj).get("destination") or {}).get("volume") or {}
+
+
+def labels(backup: dict[str, Any]) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "etcd-backup",
+        "app.kubernetes.io/instance": str(_meta(backup).get("name")),
+        LABEL_BACKUP: str(_meta(backup).get("name")),
+        **MANAGED_BY,
+    }
+
+
+def account_name(backup: dict[str, Any]) -> str:
+    return f"etcd-backup-{_meta(backup)['name']}"[:253]
+
+
+def spec_hash(backup: dict[str, Any]) -> str:
+    """Ten hex digits over the spec: a one-off Job is named by it, so a changed spec takes a
+    new snapshot and an unchanged one never a second."""
+    text = json.dumps(_spec(backup), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def job_name(backup: dict[str, Any]) -> str:
+    return f"{_meta(backup)['name']}-{spec_hash(backup)}"
+
+
+def _owner(backup: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = _meta(backup)
+    return [
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "EtcdBackup",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def pod_spec(
+    backup: dict[str, Any], image: str, options: dict[str, Any], check: bool = False
+) -> dict[str, Any]:
+    """The backup Pod: the operator's image running playbooks/etcd-backup.yml for this
+    EtcdBackup, non-root with a read-only root, S3 credentials as environment variables from
+    their Secret (never in an argument, a file of the run or a log). `check`: the Pod of a
+    check Job, which only reads (a volume destination is mounted read-only)."""
+    meta = _meta(backup)
+    env: list[dict[str, Any]] = [
+        # The playbook writes why it failed here, for the operator to put into a condition.
+        {"name": "ETCD_BACKUP_RESULT_FILE", "value": TERMINATION_LOG},
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    s3 = _s3(backup)
+    if s3:
+        # The restore Job's fetch step gets them the same way (etcd_restore_plan.py's
+        # _fetch_from_s3; a filter plugin cannot import another): test_filter_twins.py.
+        for variable, key in (
+            ("AWS_ACCESS_KEY_ID", "accessKeyId"),
+            ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
+        ):
+            env.append(
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": s3["credentialsSecret"], "key": key}},
+                }
+            )
+        if s3.get("caSecret"):
+            mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+            # Where the playbook finds it: the mount path is said once, here.
+            env.append({"name": "ETCD_BACKUP_CA_DIR", "value": S3_CA_DIR})
+            volumes.append(
+                {
+                    "name": "s3-ca",
+                    "secret": {
+                        "secretName": s3["caSecret"],
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    },
+                }
+            )
+    volume = _volume(backup)
+    if volume:
+        mount: dict[str, Any] = {"name": "destination", "mountPath": VOLUME_ROOT}
+        if check:
+            mount["readOnly"] = True
+        mounts.append(mount)
+        env.append({"name": "ETCD_BACKUP_VOLUME_DIR", "value": VOLUME_ROOT})
+        volumes.append(
+            {"name": "destination", "persistentVolumeClaim": {"claimName": volume["claimName"]}}
+        )
+    extra: dict[str, Any] = {"backup": meta["name"], "namespace": meta["namespace"]}
+    if check:
+        extra["check"] = True
+    return {
+        "serviceAccountName": account_name(backup),
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "backup",
+                "image": image,
+                "imagePullPolicy": options.get("image_pull_policy", "IfNotPresent"),
+                "workingDir": WORKDIR,
+                # JSON extra vars: the names are values, never parsed as key=value pairs.
+                "command": [
+                    "/opt/venv/bin/ansible-playbook",
+                    "playbooks/etcd-backup.yml",
+                    "-e",
+                    json.dumps(extra, sort_keys=True),
+                ],
+                "env": env,
+                "volumeMounts": mounts,
+                "terminationMessagePath": TERMINATION_LOG,
+                "terminationMessagePolicy": "File",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {
+                        "memory": "256Mi" if check else options.get("memory_limit", "512Mi")
+                    },
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+        "volumes": volumes,
+    }
+
+
+def _job_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        # A second attempt for what passes (a member restarting); more would only repeat a
+        # refusal. Each attempt is bounded: a stuck stream never holds the schedule.
+        "backoffLimit": int(options.get("backoff_limit", 1)),
+        "activeDeadlineSeconds": int(options.get("deadline_seconds", 3600)),
+        "template": {
+            "metadata": {"labels": labels(backup)},
+            "spec": pod_spec(backup, image, options),
+        },
+    }
+
+
+def _check(backup: dict[str, Any], image: str) -> None:
+    meta = _meta(backup)
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise BackupJobError(f"metadata.name {name!r} is not a DNS label", field="metadata.name")
+    limit = MAX_CRONJOB_NAME if _spec(backup).get("schedule") else MAX_JOB_NAME - 11
+    if len(name) > limit:
+        raise BackupJobError(
+            f"metadata.name must be at most {limit} characters for a backup "
+            f"{'with' if _spec(backup).get('schedule') else 'without'} a schedule "
+            f"(its Jobs are named after it), not {len(name)}",
+            field="metadata.name",
+        )
+    if not meta.get("uid") or not meta.get("namespace"):
+        raise BackupJobError(
+            "the EtcdBackup has no uid or namespace: pass it as read from the API", "CannotRun"
+        )
+    schedule = _spec(backup).get("schedule")
+    if schedule and (problem := schedule_problem(str(schedule))):
+        raise BackupJobError(problem, field="spec.schedule")
+    if not isinstance(image, str) or not image.strip():
+        raise BackupJobError(
+            "no image for the backup Job: set etcd_backup_image (the operator's own image)",
+            "CannotRun",
+        )
+
+
+def tls_secret_names(cluster: dict[str, Any] | None) -> list[str]:
+    """The TLS Secrets a backup Job reads to reach the cluster's members: the server Secret
+    (its ca.crt) and the client Secret (its pair); none when the cluster runs without TLS.
+    (etcd_plan.normalize_spec names them; a filter plugin cannot import another:
+    tests/unit/test_filter_twins.py.)"""
+    if not cluster:
+        return []
+    tls = _spec(cluster).get("tls") or {}
+    if not tls.get("enabled", True):
+        return []
+    named = tls.get("secrets") or {}
+    name = str(_meta(cluster).get("name") or "")
+    return sorted(
+        {named.get("server") or f"{name}-server-tls", named.get("client") or f"{name}-client-tls"}
+    )
+
+
+def job_role(backup: dict[str, Any], secrets: list[str]) -> list[dict[str, Any]]:
+    """The rules of the Role a backup's Jobs run under: what playbooks/etcd-backup.yml does,
+    by name wherever the API server allows it. It reads this EtcdBackup and writes its status
+    (no other's), reads the EtcdCluster, lists the cluster's Pods, claims, Services and budget
+    (the etcd_common look; a list cannot be narrowed by name), and reads the two TLS Secrets
+    of `secrets` by name: it cannot list the namespace's Secrets (S3 keys, CA keys). Its S3
+    credentials come from the Pod's environment, never from the API."""
+    name, cluster = _meta(backup)["name"], _spec(backup).get("clusterName")
+    rules: list[dict[str, Any]] = [
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdbackups"],
+            "verbs": ["get"],
+            "resourceNames": [name],
+        },
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdbackups/status"],
+            "verbs": ["get", "patch"],
+            "resourceNames": [name],
+        },
+        {
+            "apiGroups": [GROUP],
+            "resources": ["etcdclusters"],
+            "verbs": ["get"],
+            "resourceNames": [str(cluster)],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "persistentvolumeclaims", "services"],
+            "verbs": ["list"],
+        },
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+    ]
+    # Empty resourceNames would mean every Secret: no rule at all without TLS.
+    if secrets:
+        rules.append(
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "verbs": ["get"],
+                "resourceNames": sorted(secrets),
+            }
+        )
+    return rules
+
+
+def check_job(
+    backup: dict[str, Any], image: str, options: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """A Job that checks, read-only, that status.lastSnapshot and its manifest are still
+    there and records the answer in status.lastCheck; collected CHECK_TTL_SECONDS after."""
+    meta = _meta(backup)
+    job_labels = {**labels(backup), LABEL_JOB: CHECK}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": job_labels,
+            "ownerReferences": _owner(backup),
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 300,
+            "ttlSecondsAfterFinished": CHECK_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": job_labels},
+                "spec": pod_spec(backup, image, options, check=True),
+            },
+        },
+    }
+
+
+def workload(
+    backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The objects that take this EtcdBackup's snapshots, in the order to write them: its
+    ServiceAccount, its Role (`job_role`, with `options["secrets"]`, the cluster's TLS
+    Secrets) and a RoleBinding of the one to the other, then the Job (one-off: named after
+    the spec, so written once, and not again once its snapshot was taken) or the CronJob (a
+    schedule), then the check Job `options["check_job"]` names (`check_plan`), if any.
+
+    Returns {"objects": [...], "job": name of the one-off Job or "", "cronjob": name or ""}."""
+    options = options or {}
+    _check(backup, image)
+    meta, spec = _meta(backup), _spec(backup)
+    common = {
+        "namespace": meta["namespace"],
+        "labels": labels(backup),
+        "ownerReferences": _owner(backup),
+    }
+    account = account_name(backup)
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, **common},
+            "automountServiceAccountToken": True,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": account, **common},
+            "rules": job_role(backup, list(options.get("secrets") or [])),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": account, **common},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account, "namespace": meta["namespace"]}
+            ],
+        },
+    ]
+    checking = (
+        [check_job(backup, image, options, options["check_job"])]
+        if options.get("check_job")
+        else []
+    )
+    job_spec = _job_spec(backup, image, options)
+    if spec.get("schedule"):
+        cron_spec: dict[str, Any] = {
+            "schedule": spec["schedule"],
+            "suspend": bool(spec.get("suspend", False)),
+            # One snapshot at a time: a slow one is not raced by the next.
+            "concurrencyPolicy": "Forbid",
+            # A run missed by more than this (the controller was down) is skipped, not
+            # caught up in a burst.
+            "startingDeadlineSeconds": int(options.get("starting_deadline_seconds", 300)),
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"metadata": {"labels": labels(backup)}, "spec": job_spec},
+        }
+        if spec.get("timeZone"):
+            cron_spec["timeZone"] = spec["timeZone"]
+        objects.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": meta["name"], **common},
+                "spec": cron_spec,
+            }
+        )
+        return {"objects": objects + checking, "job": "", "cronjob": meta["name"]}
+    name = job_name(backup)
+    status = backup.get("status") or {}
+    if status.get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
+        "generation"
+    ):
+        # Taken: a Job deleted afterwards is not a request for another snapshot.
+        return {"objects": objects + checking, "job": name, "cronjob": ""}
+    objects.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, **common},
+            "spec": job_spec,
+        }
+    )
+    return {"objects": objects + checking, "job": name, "cronjob": ""}
+
+
+def owned(obj: dict[str, Any] | None, backup: dict[str, Any]) -> bool:
+    """Whether this backup is `obj`'s controller owner (by uid): the only objects the
+    runbook patches or deletes."""
+    return any(
+        ref.get("controller") and ref.get("uid") == _meta(backup).get("uid")
+        for ref in _meta(obj or {}).get("ownerReferences") or []
+    )
+
+
+def stale_binding(binding: dict[str, Any] | None, backup: dict[str, Any]) -> bool:
+    """Whether the backup's RoleBinding is one an earlier release made (to the shared
+    ClusterRole etcd-runbook-backup, which lists every Secret of the namespace) and this
+    backup owns: it is deleted before the binding to the backup's own Role is written (a
+    RoleBinding's roleRef cannot change)."""
+    kind = ((binding or {}).get("roleRef") or {}).get("kind")
+    return kind == "ClusterRole" and owned(binding, backup)
+
+
+# --- is status.lastSnapshot still there ------------------------------------------------------
+
+
+def _parse(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text or ""), RFC3339).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def check_plan(
+    backup: dict[str, Any], jobs: list[dict[str, Any]], now: str, interval: int
+) -> dict[str, Any]:
+    """Whether a check Job should look now that status.lastSnapshot is still there (the
+    object and its manifest), and if not, in how many seconds.
+
+    Due when the snapshot was never checked (its lastCheck is of another location), when the
+    annotation etcd.runbook.io/check-requested has a value no check has answered yet, or
+    when the last check is `interval` seconds old; never while a Job of the backup runs (a
+    snapshot Job checks its own). The Job's name is made from the location, the request and
+    the interval the time falls in: one check per reason and interval, not one per run.
+
+    Returns {"due": bool, "name": the check Job's name or "", "after": seconds until the
+    next check is due (0: none to wait for), "why": str}."""
+    status = backup.get("status") or {}
+    last, checked = status.get("lastSnapshot") or {}, status.get("lastCheck") or {}
+    idle = {"due": False, "name": "", "after": 0, "why": ""}
+    moment = _parse(now)
+    if not last.get("location") or moment is None or interval < 1:
+        return idle
+    name = _meta(backup).get("name")
+    if any(
+        _job_state(j) == "Active"
+        for j in jobs
+        if (_meta(j).get("labels") or {}).get(LABEL_BACKUP) == name
+    ):
+        return idle
+    request = str((_meta(backup).get("annotations") or {}).get(ANNOTATION_CHECK) or "")
+    checked_at = _parse(checked.get("time"))
+    why = ""
+    if checked.get("location") != last["location"] or checked_at is None:
+        why = f"{last['location']} was not checked yet"
+    elif request and request != checked.get("request"):
+        why = f"{ANNOTATION_CHECK} asks for a check ({request})"
+    else:
+        age = (moment - checked_at).total_seconds()
+        if age < interval:
+            return {**idle, "after": max(1, min(3600, int(interval - age) + 1))}
+        why = f"last checked at {checked.get('time')}"
+    slot = int(moment.timestamp()) // interval
+    digest = hashlib.sha256(f"check\0{last['location']}\0{request}\0{slot}".encode()).hexdigest()
+    return {"due": True, "name": f"{name}-{digest[:10]}", "after": 0, "why": why}
+
+
+def refusals(
+    target: dict[str, Any], seen: dict[str, Any], work: dict[str, Any], namespace: str
+) -> list[dict[str, str]]:
+    """Why the backup cannot run, each naming its field; empty when it can. `target` is
+    etcd_backup_target's, `seen` etcd_backup_observe's, `work` workload_or_refusal's."""
+    if target.get("refused"):
+        return [{"reason": "InvalidSpec", "field": "spec", "message": target["refused"]}]
+    found: list[dict[str, str]] = []
+    if not seen.get("cluster_found"):
+        found.append(
+            {
+                "reason": "ClusterNotFound",
+                "field": "spec.clusterName",
+                "message": f"spec.clusterName: no EtcdCluster {target.get('cluster')} in "
+                f"namespace {namespace}",
+            }
+        )
+    keys = set(seen.get("secret_keys") or [])
+    if target.get("kind") == "s3" and not {"accessKeyId", "secretAccessKey"} <= keys:
+        field = "spec.destination.s3.credentialsSecret"
+        found.append(
+            {
+                "reason": "CredentialsInvalid",
+                "field": field,
+                "message": f"{field}: Secret {target.get('credentials_secret')} must exist in "
+                f"namespace {namespace} and hold accessKeyId and secretAccessKey",
+            }
+        )
+    field = "spec.destination.volume.claimName"
+    if target.get("kind") == "volume" and not seen.get("claim_found"):
+        found.append(
+            {
+                "reason": "ClaimNotFound",
+                "field": field,
+                "message": f"{field}: no PersistentVolumeClaim {target.get('claim')} in namespace "
+                f"{namespace} (create it first: the operator never makes or deletes it)",
+            }
+        )
+    elif (
+        target.get("kind") == "volume"
+        and (seen.get("claim_labels") or {}).get(LABEL_DESTINATION) != "true"
+    ):
+        found.append(
+            {
+                "reason": "ClaimNotMarked",
+                "field": field,
+                "message": f"{field}: PersistentVolumeClaim {target.get('claim')} is not marked "
+                f"for etcd backups: a backup Job mounts only a claim labelled "
+                f"{LABEL_DESTINATION}=true (it writes there and makes it group-writable); "
+                "label it if it is meant for them. Nothing was mounted",
+            }
+        )
+    if work.get("refused"):
+        found.append({"reason": work["reason"], "field": work["field"], "message": work["refused"]})
+    return found
+
+
+# --- schedule ------------------------------------------------------------------------------
+#
+# When the CronJob fires next, for status.nextScheduleTime. The CronJob controller is the
+# clock; this reads the same line the way it does (robfig/cron's standard parser): five fields
+# or a macro, `*` and `?`, numbers, ranges, steps, lists, month and weekday names. A line it
+# cannot read, or an unknown zone, gives "" and the status leaves the field out: the CRD's
+# pattern and the API server's CronJob validation are the ones that refuse a spec.
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+_WEEKDAYS = {
+    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))
+}
+_DIGITS = re.compile(r"[0-9]+")
+# Nine years of days: Feb 29 can be eight years away (2096, then 2104), and a line that has
+# not fired in that time never will (Feb 30, Apr 31).
+SEARCH_DAYS = 9 * 366
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class _Field(NamedTuple):
+    low: int
+    high: int
+    # Where `*` and `N/step` end: weekday 7 is Sunday as in most crons, but `*/2` stops at 6.
+    # (The CronJob controller's parser refuses 7; reading it costs nothing.)
+    open_high: int
+    names: dict[str, int]
+
+
+# Minute, hour, day of month, month, day of week.
+_FIELDS = (
+    _Field(0, 59, 59, {}),
+    _Field(0, 23, 23, {}),
+    _Field(1, 31, 31, {}),
+    _Field(1, 12, 12, _MONTHS),
+    _Field(0, 7, 6, _WEEKDAYS),
+)
+
+
+class Cron(NamedTuple):
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    # Both day fields restricted: a day matching either fires (cron's rule), else both must.
+    either_day: bool
+
+
+def _number(text: str) -> int:
+    # Plain ASCII digits: int() would also take "+5", "1_0" and other scripts' digits.
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _value(text: str, field: _Field) -> int:
+    named = field.names.get(text.lower())
+    return _number(text) if named is None else named
+
+
+def _cron_field(text: str, field: _Field) -> tuple[frozenset[int], bool]:
+    """The values one field allows, and whether it restricts at all (a bare `*` or `?`
+    anywhere in the list does not: that decides the day-of-month/day-of-week rule)."""
+    values: set[int] = set()
+    restricted = True
+    # Empty list items are skipped, as the CronJob controller's parser does.
+    items = [item for item in text.split(",") if item]
+    if not items:
+        raise ValueError(text)
+    for item in items:
+        span, slash, step_text = item.partition("/")
+        step = _number(step_text) if slash else 1
+        if span in ("*", "?"):
+            first, last = field.low, field.open_high
+            restricted = restricted and step > 1
+        else:
+            ends = span.split("-")
+            if len(ends) > 2:
+                raise ValueError(item)
+            first = _value(ends[0], field)
+            # `N/step` runs from N to the end of the field.
+            last = _value(ends[1], field) if len(ends) == 2 else field.open_high if slash else first
+        if step < 1 or not field.low <= first <= last <= field.high:
+            raise ValueError(item)
+        values.update(range(first, last + 1, step))
+    return frozenset(values), restricted
+
+
+def schedule_problem(line: str) -> str:
+    """Why the CronJob controller would refuse this line; empty when it takes it. Its parser
+    knows no weekday 7 (which parse_cron reads as Sunday, as most crons do): refused here,
+    naming the field, rather than as a failed write of the CronJob."""
+    if parse_cron(line) is None:
+        return f"spec.schedule {line!r} is not a cron line (five fields, or a macro such as @daily)"
+    fields = MACROS.get(line.strip(), line).split()
+    try:
+        _cron_field(fields[4], _Field(0, 6, 6, _WEEKDAYS))
+    except ValueError:
+        return (
+            f"spec.schedule {line!r}: a CronJob takes days of the week 0-6; "
+            "write 0 or SUN for Sunday"
+        )
+    return ""
+
+
+def parse_cron(line: str) -> Cron | None:
+    """The five fields of a cron line or macro; None for what cannot be read."""
+    fields = MACROS.get(line.strip(), line).split()
+    if len(fields) != len(_FIELDS):
+        return None
+    try:
+        parsed = [_cron_field(text, field) for text, field in zip(fields, _FIELDS, strict=True)]
+    except ValueError:
+        return None
+    (minutes, _), (hours, _), (days, dom_restricted), (months, _), (weekdays, dow_restricted) = (
+        parsed
+    )
+    return Cron(
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        days=days,
+        months=months,
+        weekdays=frozenset(d % 7 for d in weekdays),
+        either_day=dom_restricted and dow_restricted,
+    )
+
+
+def _day_matches(cron: Cron, day: date) -> bool:
+    if day.month not in cron.months:
+        return False
+    by_date = day.day in cron.days
+    by_weekday = day.isoweekday() % 7 in cron.weekdays
+    return by_date or by_weekday if cron.either_day else by_date and by_weekday
+
+
+def _instant(day: date, hour: int, minute: int, zone: ZoneInfo) -> datetime | None:
+    """The UTC instant of a wall-clock time in `zone`, or None when the clocks jump over it.
+    A time the clocks pass twice (they go back) is its first pass only (fold=0), so a daily
+    line fires once that night; an hourly or finer one is quiet for the repeated hour."""
+    local = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone)
+    instant = local.astimezone(UTC)
+    if instant.astimezone(zone).replace(tzinfo=None) != local.replace(tzinfo=None):
+        return None
+    return instant
+
+
+def _zone(name: str) -> ZoneInfo | None:
+    """An IANA zone; unset is UTC. Kubernetes uses the controller manager's own zone for a
+    CronJob without timeZone, which the operator cannot see: it assumes UTC, what that zone
+    usually is."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ValueError, LookupError, OSError):  # a malformed or unknown name, or a directory
+        return None
+
+
+def next_run(line: str, time_zone: str, after: datetime) -> datetime | None:
+    """The first instant (UTC) after `after` (aware) at which the line fires in `time_zone`;
+    None if it cannot be read or does not fire within SEARCH_DAYS."""
+    cron, zone = parse_cron(line), _zone(time_zone)
+    if cron is None or zone is None:
+        return None
+    # A later instant never has an earlier first-pass local date: start on after's date.
+    start = after.astimezone(zone).date().toordinal()
+    for ordinal in range(start, min(start + SEARCH_DAYS, date.max.toordinal() + 1)):
+        day = date.fromordinal(ordinal)
+        if not _day_matches(cron, day):
+            continue
+        for hour in cron.hours:
+            for minute in cron.minutes:
+                instant = _instant(day, hour, minute, zone)
+                if instant is not None and instant > after:
+                    return instant
+    return None
+
+
+def next_schedule_time(line: str, time_zone: str, now: str) -> str:
+    """next_run from and to RFC 3339 UTC text (`%Y-%m-%dT%H:%M:%SZ`); "" for no answer."""
+    try:
+        after = datetime.strptime(now, RFC3339).replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    upcoming = next_run(line, time_zone, after)
+    return upcoming.strftime(RFC3339) if upcoming else ""
+
+
+# --- status --------------------------------------------------------------------------------
+
+
+def _job_state(job: dict[str, Any]) -> str:
+    """Active, Succeeded or Failed, from the Job's conditions (then its counters)."""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return "Succeeded" if condition["type"] == "Complete" else "Failed"
+    return "Active"
+
+
+def _started(job: dict[str, Any]) -> str:
+    return str(
+        (job.get("status") or {}).get("startTime") or _meta(job).get("creationTimestamp") or ""
+    )
+
+
+def failure_message(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """Why a Job failed: the termination message its newest Pod left (the playbook writes
+    the failed step and its message there), else the Job's own reason."""
+    mine = [
+        p for p in pods if (_meta(p).get("labels") or {}).get("job-name") == _meta(job).get("name")
+    ]
+    mine.sort(key=lambda p: str(_meta(p).get("creationTimestamp") or ""), reverse=True)
+    for pod in mine:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            message = str(terminated.get("message") or "").strip()
+            if message:
+                return message[:1000]
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".strip()
+    return "the backup Job failed"
+
+
+def _is_check(job: dict[str, Any]) -> bool:
+    return (_meta(job).get("labels") or {}).get(LABEL_JOB) == CHECK
+
+
+def availability(
+    backup: dict[str, Any], check_jobs: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> tuple[str, str, str]:
+    """Available as (status, reason, message): True only while the last check of
+    status.lastSnapshot (the snapshot Job's listing right after it saved, or a check Job
+    since) found the snapshot and its manifest. Missing: False, saying what is gone. Not
+    checked yet, or the check could not be made: Unknown."""
+    status = backup.get("status") or {}
+    last, checked = status.get("lastSnapshot") or {}, status.get("lastCheck") or {}
+    if not last.get("location"):
+        return ("False", "NoSnapshot", "no verified snapshot yet")
+    where = last["location"]
+    failed = [
+        j
+        for j in check_jobs
+        if _job_state(j) == "Failed" and _started(j) > str(checked.get("time") or "")
+    ]
+    if checked.get("location") != where:
+        if failed:
+            return (
+                "Unknown",
+                "CheckFailed",
+                f"cannot check that {where} is still there: Job {_meta(failed[0])['name']}: "
+                f"{failure_message(failed[0], pods)}",
+            )
+        return ("Unknown", "SnapshotUnchecked", f"checking that {where} is still there")
+    at = checked.get("time", "?")
+    result = checked.get("result")
+    if result == "Found":
+        return (
+            "True",
+            "SnapshotTaken",
+            f"newest verified snapshot: {where} (revision {last.get('revision', '?')}), "
+            f"there with its manifest at {at}",
+        )
+    if result == "Missing":
+        return (
+            "False",
+            "SnapshotMissing",
+            f"status.lastSnapshot is gone (checked at {at}): {checked.get('message', '')}. "
+            "It cannot be restored from; take a new snapshot (a one-off EtcdBackup: create "
+            "it again)",
+        )
+    return (
+        "Unknown",
+        "CheckFailed",
+        f"cannot check that {where} is still there (at {at}): {checked.get('message', '')}",
+    )
+
+
+def _foreign_event(status: dict[str, Any]) -> list[dict[str, str]]:
+    foreign = status.get("foreignObjects") or {}
+    if not foreign.get("count"):
+        return []
+    named = "; ".join(f"{e.get('key')} ({e.get('why')})" for e in foreign.get("examples") or [])
+    return [
+        {
+            "type": "Warning",
+            "reason": "ForeignObjects",
+            "message": f"{foreign['count']} objects under {foreign.get('location')} are not this "
+            f"backup's snapshots and are left alone, never pruned: {named}",
+        }
+    ]
+
+
+def report(
+    backup: dict[str, Any],
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    cronjob: dict[str, Any] | None,
+    refusals: list[dict[str, str]] | None = None,
+    now: str = "",
+) -> dict[str, Any]:
+    """What the operator writes into the EtcdBackup's status after looking at its Jobs:
+    {"status": {...}, "conditions": {type: {status, reason, message}}, "events": [...]}.
+    `now` (RFC 3339 UTC, from the task) is what nextScheduleTime is counted from.
+
+    Available: `availability` (the last check found status.lastSnapshot). Progressing: a Job
+    is taking a snapshot. Degraded: the spec was refused, or the newest finished snapshot
+    Job failed (its message says why). Events for a change of phase (with the objects under
+    the backup's prefix that are not its own, once a Job is done), and when the snapshot is
+    found gone, so a resync says nothing twice."""
+    spec, status = _spec(backup), backup.get("status") or {}
+    # A Job just written may be listed twice (as read, and as written): the first counts.
+    unique: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if (_meta(job).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name"):
+            unique.setdefault(str(_meta(job).get("name")), job)
+    ordered = sorted(unique.values(), key=_started, reverse=True)
+    mine = [j for j in ordered if not _is_check(j)]
+    active = [j for j in mine if _job_state(j) == "Active"]
+    finished = [j for j in mine if _job_state(j) != "Active"]
+    newest_done = finished[0] if finished else None
+    scheduled = bool(spec.get("schedule"))
+
+    available = availability(backup, [j for j in ordered if _is_check(j)], pods)
+    degraded = (
+        "False",
+        "AsExpected",
+        "the last backup succeeded" if newest_done else "no backup has finished yet",
+    )
+    if newest_done is not None and _job_state(newest_done) == "Failed":
+        degraded = (
+            "True",
+            "BackupFailed",
+            f"Job {_meta(newest_done)['name']}: {failure_message(newest_done, pods)}",
+        )
+    if refusals:
+        first = refusals[0]
+        degraded = (
+            "True",
+            first.get("reason", "InvalidSpec"),
+            "; ".join(r["message"] for r in refusals),
+        )
+
+    if refusals:
+        phase = "Failed"
+    elif active:
+        phase = "Running"
+    elif scheduled:
+        phase = "Suspended" if spec.get("suspend") else "Scheduled"
+    elif newest_done is None:
+        phase = "Pending"
+    else:
+        phase = _job_state(newest_done)
+    progressing = (
+        ("True", "SnapshotRunning", f"Job {_meta(active[0])['name']} is taking a snapshot")
+        if active
+        else ("False", "Idle", "no snapshot is being taken")
+    )
+    new_status: dict[str, Any] = {"phase": phase}
+    # The CronJob passed may be the one just deleted because the schedule was removed.
+    last_schedule = ((cronjob or {}).get("status") or {}).get("lastScheduleTime")
+    if scheduled and last_schedule:
+        new_status["lastScheduleTime"] = last_schedule
+    elif status.get("lastScheduleTime"):
+        # No schedule, or no CronJob to have fired: null takes the old time out of status.
+        new_status["lastScheduleTime"] = None
+    if scheduled and not spec.get("suspend") and not refusals:
+        upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
+        if upcoming:
+            new_status["nextScheduleTime"] = upcoming
+    if "nextScheduleTime" not in new_status and status.get("nextScheduleTime"):
+        # Suspended, refused, no longer a schedule: null takes the old time out of status.
+        new_status["nextScheduleTime"] = None
+    events: list[dict[str, str]] = []
+    if phase != status.get("phase"):
+        kind = "Warning" if phase == "Failed" else "Normal"
+        message = (
+            degraded[2]
+            if phase == "Failed"
+            else {
+                "Running": progressing[2],
+                "Succeeded": available[2],
+                "Scheduled": f"snapshots scheduled at '{spec.get('schedule')}'",
+                "Suspended": "scheduled snapshots are suspended",
+                "Pending": "waiting for the backup Job",
+            }[phase]
+        )
+        events.append({"type": kind, "reason": f"Backup{phase}", "message": message})
+        if phase in ("Succeeded", "Scheduled", "Suspended"):
+            events += _foreign_event(status)
+    was: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Available"), {}
+    )
+    if available[1] == "SnapshotMissing" and was.get("reason") != "SnapshotMissing":
+        events.append({"type": "Warning", "reason": "SnapshotMissing", "message": available[2]})
+    conditions = {
+        name: {"status": value[0], "reason": value[1], "message": value[2]}
+        for name, value in (
+            ("Available", available),
+            ("Progressing", progressing),
+            ("Degraded", degraded),
+        )
+    }
+    return {"status": new_status, "conditions": conditions, "events": events}
+
+
+def workload_or_refusal(
+    backup: dict[str, Any], image: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The filter form of `workload`: a refusal comes back as {"refused": message} with its
+    `reason` and `field`."""
+    try:
+        return {"refused": "", "reason": "", "field": "", **workload(backup, image, options)}
+    except BackupJobError as error:
+        return {
+            "refused": str(error),
+            "reason": error.reason,
+            "field": error.field,
+            "objects": [],
+            "job": "",
+            "cronjob": "",
+        }

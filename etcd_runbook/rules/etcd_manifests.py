@@ -1,0 +1,593 @@
+"""The Kubernetes objects of an etcd cluster, built as data from the plan (etcd_plan.py).
+
+Built in Python rather than rendered from YAML templates: a value a user wrote (an annotation,
+a Secret name, a toleration) is placed into the object as a value, so no quoting mistake can
+turn it into YAML structure, and the member Pod is checked by unit tests against the
+`restricted` Pod Security Standard (tests/unit/test_etcd_manifests.py).
+
+Every function takes the plan (`etcd_cluster_plan`'s result) and returns plain dicts for
+kubernetes.core.k8s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUP = "etcd.runbook.io"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_MEMBER = f"{GROUP}/member"
+LABEL_VERSION = f"{GROUP}/version"
+LABEL_VOTER = f"{GROUP}/voter"
+ANN_POD_HASH = f"{GROUP}/pod-hash"
+ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
+ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
+ANN_VERSION = f"{GROUP}/version"
+ANN_MEMBER_ID = f"{GROUP}/member-id"
+ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
+# watches.yaml preemptionOptOutAnnotation: a Pod deletion the runbook made itself.
+ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
+# On a CA Secret put back from what the members trust: the Secret its certificate came from.
+ANN_RESTORED_FROM = f"{GROUP}/restored-from"
+ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
+ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
+ANN_BOOTSTRAP_STARTED = f"{GROUP}/bootstrap-started"
+
+# etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
+RUN_AS = 65532
+DATA_DIR = "/var/lib/etcd/data"
+
+
+def selector_labels(p: dict[str, Any]) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "etcd", LABEL_CLUSTER: p["name"]}
+
+
+def cluster_labels(p: dict[str, Any]) -> dict[str, str]:
+    return {
+        **selector_labels(p),
+        "app.kubernetes.io/instance": p["name"],
+        "app.kubernetes.io/managed-by": "etcd-runbook-operator",
+    }
+
+
+def owner_references(p: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "EtcdCluster",
+            "name": p["name"],
+            "uid": p["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def scheme(p: dict[str, Any]) -> str:
+    return "https" if p["spec"]["tls"] else "http"
+
+
+def member_fqdn(p: dict[str, Any], member: str) -> str:
+    return f"{member}.{p['name']}.{p['namespace']}.svc.{p['domain']}"
+
+
+def peer_url(p: dict[str, Any], member: str) -> str:
+    return f"{scheme(p)}://{member_fqdn(p, member)}:2380"
+
+
+def initial_cluster_entry(peer: str) -> str:
+    """`<member>=<peer URL>` of --initial-cluster, the member named by its URL's first label."""
+    host = peer.split("://", 1)[-1].split(":", 1)[0]
+    return f"{host.split('.', 1)[0]}={peer}"
+
+
+def token(p: dict[str, Any]) -> str:
+    return f"{p['name']}-{(p['uid'] or 'local')[:8]}"
+
+
+NODE_LOSS_TOLERATIONS = [
+    {"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute"}
+    for taint in ("not-ready", "unreachable")
+]
+
+
+def _affinity(p: dict[str, Any]) -> dict[str, Any]:
+    """The user's affinity, with member spreading over nodes added to its podAntiAffinity."""
+    pod = p["spec"]["pod"]
+    affinity = {k: v for k, v in (pod["affinity"] or {}).items()}
+    anti = dict(affinity.get("podAntiAffinity") or {})
+    term = {
+        "labelSelector": {"matchLabels": selector_labels(p)},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    if pod["anti_affinity"] == "required":
+        key = "requiredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*(anti.get(key) or []), term]
+    else:
+        key = "preferredDuringSchedulingIgnoredDuringExecution"
+        anti[key] = [*(anti.get(key) or []), {"weight": 100, "podAffinityTerm": term}]
+    affinity["podAntiAffinity"] = anti
+    return affinity
+
+
+def member_claim(
+    p: dict[str, Any], member: str, initial_cluster: str, initial_state: str
+) -> dict[str, Any]:
+    """A member's claim: its data, and the record of how its etcd first starts (a seed
+    `new`, votes at once; a learner `existing`, votes once promoted)."""
+    spec = p["spec"]
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec["storage_size"]}},
+    }
+    if spec["storage_class"]:
+        claim_spec["storageClassName"] = spec["storage_class"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": f"{member}-data",
+            "namespace": p["namespace"],
+            "labels": {
+                **cluster_labels(p),
+                LABEL_MEMBER: member,
+                LABEL_VOTER: "true" if initial_state == "new" else "false",
+            },
+            "annotations": {
+                ANN_INITIAL_CLUSTER: initial_cluster,
+                ANN_INITIAL_STATE: initial_state,
+                ANN_VERSION: p["versions"].get(member, spec["version"]),
+            },
+        },
+        "spec": claim_spec,
+    }
+
+
+class UnmountableSecret(ValueError):
+    """A member Pod would mount a TLS Secret the plan did not find fit to mount."""
+
+
+def check_mountable(p: dict[str, Any], member: str) -> None:
+    """The one check every member Pod passes, whichever step makes it (a new cluster, a heal,
+    a Pod made again, an added or replacing member, a roll): the plan's `tls_unmountable`, a
+    Secret the Pod would mount that is missing or, named in spec.tls.secrets, not labelled
+    for the cluster. The plan already makes no such Pod; this stops any step that would."""
+    if unfit := p.get("tls_unmountable"):
+        raise UnmountableSecret(
+            f"not making the Pod of {member}: it would mount Secret "
+            f"{', '.join(sorted(unfit.values()))}, not fit to mount (see the Degraded condition)"
+        )
+
+
+def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[str, Any]:
+    """A member's Pod, made from its claim's record. A claim of a member that has joined says
+    `existing` with only the member itself in --initial-cluster: with its data, etcd ignores
+    both; with an empty data dir, etcd finds no peer to ask and refuses to start, so the member
+    never comes back under its old identity without its data."""
+    check_mountable(p, member)
+    spec = p["spec"]
+    pod = spec["pod"]
+    version = p["versions"].get(member, spec["version"])
+    fqdn = member_fqdn(p, member)
+    url = scheme(p)
+    record = (claim.get("metadata") or {}).get("annotations") or {}
+    voter = ((claim.get("metadata") or {}).get("labels") or {}).get(LABEL_VOTER, "true")
+    args = [
+        f"--name={member}",
+        f"--data-dir={DATA_DIR}",
+        f"--listen-peer-urls={url}://0.0.0.0:2380",
+        f"--listen-client-urls={url}://0.0.0.0:2379",
+        "--listen-metrics-urls=http://0.0.0.0:2381",
+        f"--advertise-client-urls={url}://{fqdn}:2379",
+        f"--initial-advertise-peer-urls={url}://{fqdn}:2380",
+        f"--initial-cluster={record[ANN_INITIAL_CLUSTER]}",
+        f"--initial-cluster-state={record[ANN_INITIAL_STATE]}",
+        f"--initial-cluster-token={token(p)}",
+        "--auto-compaction-mode=periodic",
+        f"--auto-compaction-retention={p['auto_compaction_retention']}",
+        f"--quota-backend-bytes={spec['quota_bytes']}",
+    ]
+    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}}
+    ]
+    if spec["tls"]:
+        args += [
+            "--client-cert-auth=true",
+            "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+            "--cert-file=/etc/etcd/tls/server/tls.crt",
+            "--key-file=/etc/etcd/tls/server/tls.key",
+            "--peer-client-cert-auth=true",
+            "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+            "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+            "--peer-key-file=/etc/etcd/tls/peer/tls.key",
+        ]
+        if spec["tls_own"]:
+            args.append(peer_san_check_off(version))
+        for purpose in ("peer", "server"):
+            mounts.append(
+                {
+                    "name": f"{purpose}-tls",
+                    "mountPath": f"/etc/etcd/tls/{purpose}",
+                    "readOnly": True,
+                }
+            )
+            # 0440: readable by the fsGroup etcd runs in, no one else.
+            volumes.append(
+                {
+                    "name": f"{purpose}-tls",
+                    "secret": {"secretName": spec["secrets"][purpose], "defaultMode": 0o440},
+                }
+            )
+    container: dict[str, Any] = {
+        "name": "etcd",
+        "image": f"{spec['repository']}:v{version}",
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/usr/local/bin/etcd"],
+        "args": args,
+        "ports": [
+            {"name": "client", "containerPort": 2379, "protocol": "TCP"},
+            {"name": "peer", "containerPort": 2380, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 2381, "protocol": "TCP"},
+        ],
+        # Ready = this member sees a leader and serves reads. No liveness probe: restarting a
+        # slow member (defragmentation, a large snapshot) makes things worse, and etcd exits
+        # by itself on fatal errors. Probed every 2 s: a restarted member's first probe comes
+        # before etcd is up, and the next one is when the Pod turns Ready (with 5 s, a healed
+        # member was healthy at 7 s and Ready at 12 s); 5 failures still take 10 s.
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": 2381},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 5,
+        },
+        # A failed start leaves etcd's last log lines in the Pod's status, where the runbook
+        # reads why (the data-loss guard's words among them).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+    if pod["resources"]:
+        container["resources"] = pod["resources"]
+    pod_spec: dict[str, Any] = {
+        "hostname": member,
+        "subdomain": p["name"],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "affinity": _affinity(p),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            # Ownership is fixed once, not walked through the whole database at every start.
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod["node_selector"]:
+        pod_spec["nodeSelector"] = pod["node_selector"]
+    # Kubernetes would evict a member Pod 300 s after its node stops answering, leaving a Pod
+    # that never finishes going (no kubelet confirms it). The operator decides instead, after
+    # spec.nodeLossTimeout, and removes the member from etcd before it deletes the Pod.
+    pod_spec["tolerations"] = [*(pod["tolerations"] or []), *NODE_LOSS_TOLERATIONS]
+    if pod["priority_class"]:
+        pod_spec["priorityClassName"] = pod["priority_class"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": member,
+            "namespace": p["namespace"],
+            "labels": {
+                **pod["labels"],
+                **cluster_labels(p),
+                LABEL_MEMBER: member,
+                LABEL_VERSION: version,
+                LABEL_VOTER: voter,
+            },
+            "annotations": {**pod["annotations"], ANN_POD_HASH: p["pod_hashes"][member]},
+            "ownerReferences": owner_references(p),
+        },
+        "spec": pod_spec,
+    }
+
+
+def services(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headless Service (every member's DNS name, published before it is Ready: peers
+    must resolve each other to form a quorum) and the client Service (voting members that are
+    Ready; learners serve no clients)."""
+    meta = {
+        "namespace": p["namespace"],
+        "labels": cluster_labels(p),
+        "ownerReferences": owner_references(p),
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": p["name"], **meta},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": selector_labels(p),
+                "ports": [
+                    {"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"},
+                    {"name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP"},
+                ],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": f"{p['name']}-client", **meta},
+            "spec": {
+                "type": "ClusterIP",
+                "selector": {**selector_labels(p), LABEL_VOTER: "true"},
+                "ports": [{"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"}],
+            },
+        },
+    ]
+
+
+def disruption_budget(p: dict[str, Any]) -> dict[str, Any]:
+    """A drain may evict a voting member only while a quorum of the voting members etcd lists
+    stays (learners are not counted, and do not count)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": p["name"],
+            "namespace": p["namespace"],
+            "labels": cluster_labels(p),
+            "ownerReferences": owner_references(p),
+        },
+        "spec": {
+            "minAvailable": p["pdb_min_available"],
+            "selector": {"matchLabels": {**selector_labels(p), LABEL_VOTER: "true"}},
+        },
+    }
+
+
+def peer_san_check_off(version: str) -> str:
+    """The flag that stops a member checking a peer's address against the DNS names of its
+    certificate. A joining member's DNS record appears only once its Pod has an address, a
+    moment after etcd started in it; until then every member refused its connections, so each
+    learner failed to join and crash-looped (about 45 s lost per learner of a 3-member create).
+    Set only with the certificates the role issues: their CA is the cluster's own and signs
+    nothing but its members, so a certificate it signed is a member wherever it connects from.
+    With a user's Secrets (a CA that may sign other things) etcd's check stays. etcd 3.6
+    dropped the flag's `experimental-` prefix."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    prefix = "" if (major, minor) >= (3, 6) else "experimental-"
+    return f"--{prefix}peer-skip-client-san-verification=true"
+
+
+def cert_profiles(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The certificates the role issues when spec.tls.secrets is unset. etcd checks a peer's
+    client certificate against its address by DNS, so the peer certificate names every
+    possible member; the server certificate also the client Service and loopback (a
+    port-forward of a run outside the cluster)."""
+    name, ns, domain = p["name"], p["namespace"], p["domain"]
+    members = [f"{name}-{i}" for i in range(10)]
+    member_dns = (
+        [f"{m}.{name}.{ns}.svc.{domain}" for m in members]
+        + [f"{m}.{name}.{ns}.svc" for m in members]
+        + [f"*.{name}.{ns}.svc.{domain}"]
+    )
+    client_service = f"{name}-client"
+    service_dns = [
+        client_service,
+        f"{client_service}.{ns}",
+        f"{client_service}.{ns}.svc",
+        f"{client_service}.{ns}.svc.{domain}",
+    ]
+    return {
+        "peer": {
+            "common_name": f"{name} peer",
+            "sans": [f"DNS:{d}" for d in member_dns],
+            "usage": ["serverAuth", "clientAuth"],
+        },
+        "server": {
+            "common_name": f"{name} server",
+            "sans": [f"DNS:{d}" for d in [*member_dns, *service_dns, "localhost"]]
+            + ["IP:127.0.0.1", "IP:::1"],
+            "usage": ["serverAuth", "clientAuth"],
+        },
+        "client": {"common_name": "etcd-runbook-operator", "sans": [], "usage": ["clientAuth"]},
+    }
+
+
+def tls_secrets(
+    p: dict[str, Any], material: dict[str, dict[str, str]], purposes: list[str]
+) -> list[dict[str, Any]]:
+    """The Secrets of the role's own TLS material, one per purpose; the CA's is Opaque (it holds
+    the CA key, which no Pod mounts)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque" if purpose == "ca" else "kubernetes.io/tls",
+            "metadata": {
+                "name": p["spec"]["secrets"][purpose],
+                "namespace": p["namespace"],
+                "labels": {**cluster_labels(p), f"{GROUP}/tls": purpose},
+                "ownerReferences": owner_references(p),
+            },
+            "stringData": material[purpose],
+        }
+        for purpose in purposes
+    ]
+
+
+def doomed_pods(p: dict[str, Any], members: list[str], reason: str) -> list[dict[str, Any]]:
+    """The member Pods a runbook deletes, each with the mark it writes first: the watcher
+    then knows the deletion for the runbook's own and does not preempt the run."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": member,
+                "namespace": p["namespace"],
+                "annotations": {ANN_DELETED_BY_RUNBOOK: reason},
+            },
+        }
+        for member in members
+    ]
+
+
+def tls_restored_ca(p: dict[str, Any], material: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The CA Secret put back from what the members trust (the plan's `tls_ca_from`: the
+    ca.crt of that Secret), its certificate only: the private key was kept nowhere else.
+    Annotated with where it came from; [] when the plan puts nothing back."""
+    source = p.get("tls_ca_from")
+    if not source:
+        return []
+    cert = material[source]["ca.crt"]
+    (secret,) = tls_secrets(p, {"ca": {"tls.crt": cert, "ca.crt": cert}}, ["ca"])
+    secret["metadata"]["annotations"] = {ANN_RESTORED_FROM: p["spec"]["secrets"][source]}
+    return [secret]
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return str(obj.get("kind", "")), str(obj["metadata"]["name"])
+
+
+def replace_objects(
+    observed: list[dict[str, Any]], updated: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The observed objects with the ones this run just wrote in their place (by kind and
+    name: the headless Service and the budget share the cluster's name)."""
+    fresh = {_key(obj): obj for obj in updated if obj}
+    kept = [obj for obj in observed if _key(obj) not in fresh]
+    return kept + list(fresh.values())
+
+
+def _holds(live: Any, desired: Any) -> bool:
+    """Whether `live` already holds every value of `desired` (what the API server adds, such
+    as a Service's clusterIP or defaulted fields, does not count as a difference)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            _holds(live.get(key), value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(_holds(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired)
+
+
+def out_of_date(desired: list[dict[str, Any]], live: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The desired objects that are missing from `live` or differ from it in a value this
+    role sets: only those need a write."""
+    seen = {_key(obj): obj for obj in live}
+    stale = []
+    for obj in desired:
+        current = seen.get(_key(obj))
+        wanted = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        if current is None or not _holds(current, wanted):
+            stale.append(obj)
+    return stale
+
+
+def bootstrap_claims(
+    p: dict[str, Any], members: list[str], record: str = ""
+) -> list[dict[str, Any]]:
+    """The claims of a brand-new cluster's members, started all at once: each records `new`
+    and the whole --initial-cluster (`record`, that of an interrupted bootstrap being
+    finished; else all of `members`), so any of their Pods, made now or re-made after an
+    interruption, starts into the same bootstrap."""
+    initial_cluster = record or ",".join(f"{m}={peer_url(p, m)}" for m in members)
+    return [member_claim(p, m, initial_cluster, "new") for m in members]
+
+
+def bootstrap_started(p: dict[str, Any], claims: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merge patch that records on the EtcdCluster, before its first member Pod exists,
+    the --initial-cluster its members start into (the bootstrap claims' record): from then on
+    the plan never makes a member `new` again, even if etcd never answers the operator."""
+    record = ((claims[0].get("metadata") or {}).get("annotations") or {})[ANN_INITIAL_CLUSTER]
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {
+            "name": p["name"],
+            "namespace": p["namespace"],
+            "annotations": {ANN_BOOTSTRAP_STARTED: record},
+        },
+    }
+
+
+def member_pods(p: dict[str, Any], members: list[str], claims: list[dict[str, Any]]) -> list[Any]:
+    """The Pods of `members`, each made from its own claim (`<member>-data`)."""
+    by_name = {(c.get("metadata") or {}).get("name"): c for c in claims}
+    return [member_pod(p, m, by_name[f"{m}-data"]) for m in members]
+
+
+def claim_records(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches writing who each joined member is on its claim (the plan's `record`):
+    member and cluster ID, voting, and the flags it restarts with from now on, `existing`
+    with only itself, under which etcd refuses to start on an empty data dir."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": f"{r['name']}-data",
+                "namespace": p["namespace"],
+                "labels": {LABEL_VOTER: str(r["voter"]).lower()},
+                "annotations": {
+                    ANN_MEMBER_ID: r["member_id"],
+                    ANN_CLUSTER_ID: r["cluster_id"],
+                    ANN_INITIAL_CLUSTER: r["initial_cluster"],
+                    ANN_INITIAL_STATE: "existing",
+                    ANN_VERSION: r["version"],
+                },
+            },
+        }
+        for r in p["record"]
+    ]
+
+
+def pod_voter_labels(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches labelling member Pods voting or not (the plan's `relabel`)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": r["name"],
+                "namespace": p["namespace"],
+                "labels": {LABEL_VOTER: str(r["voter"]).lower()},
+            },
+        }
+        for r in p["relabel"]
+    ]
+
+
+def pod_settle_marks(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Merge patches marking member Pods of a roll not over healthy since the run's look (the
+    plan's `settle_marks`): the roll takes the next member down only once each has stayed so
+    for spec.minReadySeconds."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": m["name"],
+                "namespace": p["namespace"],
+                "annotations": {ANN_HEALTHY_SINCE: m["since"], ANN_HEALTHY_RUN: m["run"]},
+            },
+        }
+        for m in p["settle_marks"]
+    ]

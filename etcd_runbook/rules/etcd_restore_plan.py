@@ -1,0 +1,1006 @@
+"""The restore runbook's decisions: where an EtcdRestore's snapshot is, what may be created
+from it, the restore Job that writes the first member's data, and what the EtcdRestore's
+status says.
+
+A restore makes a new EtcdCluster, annotated with the EtcdRestore that feeds it (the cluster
+runbook never starts an empty first member for such a cluster), then the first member's claim,
+marked `restore-pending` (the cluster runbook never starts a Pod on such a claim), then a Job
+on that claim:
+
+1. `fetch` (the operator's image, `playbooks/etcd-restore-fetch.yml`): downloads the object,
+   checking its sha256 against the one expected and etcd's own hash, into an emptyDir; a
+   corrupt or truncated object fails here and nothing is written to the claim;
+2. `restore` (the etcd image of the new cluster's version): etcd's own tool writes the data
+   dir with the first member's name and peer URL, a new cluster token, revisions bumped by a
+   billion and the old ones marked compacted, so a watcher resuming from an old revision is
+   told it was compacted and is never served older data.
+
+Only once the Job has succeeded is the claim released; the cluster runbook then starts the
+first member on it (its heal path) and the others join as learners, as in every bootstrap.
+A failed Job leaves the claim marked, for inspection, and the restore Failed.
+
+Pure functions over plain dicts, tested in tests/unit/test_etcd_restore_plan.py. Objects are
+built as data, so no value a user wrote can become structure or a template.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+GROUP = "etcd.runbook.io"
+LABEL_RESTORE = f"{GROUP}/restore"
+# On the EtcdCluster: the EtcdRestore writing its first member (name, and uid to tell a
+# restore of the same name made later from this one).
+ANN_RESTORE = f"{GROUP}/restore"
+ANN_RESTORE_UID = f"{GROUP}/restore-uid"
+# On the first member's claim: the uid of the restore still writing it. Removed once the
+# restore Job succeeded; until then no Pod is ever started on the claim.
+ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
+ANN_RESTORED_FROM = f"{GROUP}/restored-from"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
+LABEL_CLUSTER = f"{GROUP}/cluster"
+
+# etcd's documented advice: far above any revision the old cluster reached after the snapshot.
+BUMP_REVISION = 1_000_000_000
+SNAPSHOT_DIR = "/restore"
+SNAPSHOT_FILE = f"{SNAPSHOT_DIR}/snapshot.db"
+DATA_MOUNT = "/var/lib/etcd"
+DATA_DIR = f"{DATA_MOUNT}/data"
+S3_CA_DIR = "/etc/etcd-restore/s3-ca"
+SOURCE_DIR = "/source"  # where a volume source's claim is mounted
+# Where a person's upload (etcd_snapshot_upload) lands in the fetch step, which waits for it.
+UPLOAD_DIR = f"{SNAPSHOT_DIR}/upload"
+UPLOAD_NAME = "snapshot.db"
+FETCH_CONTAINER = "fetch"
+WORKDIR = "/opt/etcd-runbook-operator"
+TERMINATION_LOG = "/dev/termination-log"
+RUN_AS = 65532
+MAX_JOB_NAME = 63
+SOURCE_FIELD = "spec.source"
+_S3_LOCATION = re.compile(r"^s3://([^/]+)/(.+)$")
+_PVC_LOCATION = re.compile(r"^pvc://([^/]+)/(.+)$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ENDPOINT = re.compile(r"^https?://[^/\s]+$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# The reason words the fetch step's modules give (its line reads "<step>: <Reason>: <why>").
+FETCH_REASONS = (
+    "SnapshotCorrupt",
+    "S3AuthFailed",
+    "S3BucketMissing",
+    "S3ObjectMissing",
+    "S3WrongRegion",
+    "S3TLSError",
+    "S3Unreachable",
+    "S3Error",
+    "SnapshotMissing",
+    "VolumeMissing",
+    "VolumeError",
+    "UploadTimeout",
+)
+_FETCH_REASON = re.compile(r"\b(" + "|".join(FETCH_REASONS) + r"):")
+# What etcd's restore tool says of a snapshot whose own hash does not match.
+CORRUPT_SIGNS = ("missing hash", "hash mismatch", "checksum", "corrupt", "truncated")
+
+
+class RestoreRefused(ValueError):
+    """A restore that must not go on; it names the field and says why."""
+
+    def __init__(self, reason: str, field: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.field, self.message = reason, field, message
+
+    def as_dict(self) -> dict[str, str]:
+        return _refusal(self.reason, self.field, self.message)
+
+
+def _refusal(reason: str, field: str, message: str) -> dict[str, str]:
+    return {"reason": reason, "field": field, "message": message}
+
+
+def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def _annotations(obj: dict[str, Any] | None) -> dict[str, str]:
+    return _meta(obj).get("annotations") or {}
+
+
+def _labels(obj: dict[str, Any] | None) -> dict[str, str]:
+    return _meta(obj).get("labels") or {}
+
+
+# Twin of etcd_backup_plan.py's (filter plugins cannot share code): test_filter_twins.py.
+def _aws_host(endpoint: str) -> bool:
+    host = endpoint.split("://", 1)[-1].split(":", 1)[0]
+    return host == "amazonaws.com" or host.endswith(".amazonaws.com")
+
+
+def _store(s3: dict[str, Any], field: str) -> dict[str, Any]:
+    """The store as etcd_snapshot takes it, checked (a run by hand has no schema)."""
+    endpoint, bucket = s3.get("endpoint"), s3.get("bucket")
+    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
+        raise RestoreRefused(
+            "InvalidSpec",
+            f"{field}.endpoint",
+            f"{field}.endpoint must be http(s)://host[:port], not {endpoint!r}",
+        )
+    if not isinstance(bucket, str) or not bucket:
+        raise RestoreRefused("InvalidSpec", f"{field}.bucket", f"{field}.bucket is required")
+    secret = s3.get("credentialsSecret")
+    if not isinstance(secret, str) or not _NAME.match(secret):
+        raise RestoreRefused(
+            "InvalidSpec",
+            f"{field}.credentialsSecret",
+            f"{field}.credentialsSecret must name a Secret, not {secret!r}",
+        )
+    path_style = s3.get("pathStyle")
+    return {
+        "endpoint": endpoint,
+        "bucket": bucket,
+        "region": str(s3.get("region") or "us-east-1"),
+        "path_style": bool(path_style) if isinstance(path_style, bool) else not _aws_host(endpoint),
+        "credentials_secret": secret,
+        "ca_secret": str(s3.get("caSecret") or ""),
+        "field": field,
+    }
+
+
+def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> dict[str, Any]:
+    """The snapshot to restore: its store, key, expected sha256 and what is known of it.
+    `backup` is the EtcdBackup that `spec.source.backupName` names (None when it is missing
+    or not asked for). Raises RestoreRefused naming the field."""
+    source = (restore.get("spec") or {}).get("source") or {}
+    given = [k for k in ("backupName", "volume", "s3") if source.get(k)]
+    # `upload: {}` is set, though empty.
+    if isinstance(source.get("upload"), dict):
+        given.append("upload")
+    if len(given) != 1:
+        raise RestoreRefused(
+            "InvalidSpec",
+            SOURCE_FIELD,
+            "spec.source must set exactly one of backupName, volume, s3 or upload",
+        )
+    unknown = {"revision": None, "size": None, "etcd_version": ""}
+    if given != ["backupName"]:
+        sha256 = source.get("sha256")
+        if not isinstance(sha256, str) or not _SHA256.match(sha256):
+            raise RestoreRefused(
+                "InvalidSpec",
+                f"{SOURCE_FIELD}.sha256",
+                "spec.source.sha256 must be the snapshot's sha256 (64 hex digits)",
+            )
+    if given == ["volume"]:
+        volume = source["volume"]
+        field = f"{SOURCE_FIELD}.volume"
+        claim, path = volume.get("claimName"), volume.get("path")
+        if not isinstance(claim, str) or not _NAME.match(claim):
+            raise RestoreRefused(
+                "InvalidSpec", f"{field}.claimName", f"{field}.claimName must name a claim"
+            )
+        key = _volume_key(path)
+        if not key:
+            raise RestoreRefused(
+                "InvalidSpec",
+                f"{field}.path",
+                f"{field}.path must be the snapshot file's absolute path inside the claim, "
+                f"without . or .. parts, not {path!r}",
+            )
+        return {
+            "kind": "volume",
+            "claim": claim,
+            "field": f"{field}.claimName",
+            "key": key,
+            "sha256": sha256,
+            "location": f"pvc://{claim}/{key}",
+            **unknown,
+        }
+    if given == ["upload"]:
+        return {
+            "kind": "upload",
+            "key": UPLOAD_NAME,
+            "sha256": sha256,
+            "location": f"upload:sha256:{sha256}",
+            **unknown,
+        }
+    if given == ["s3"]:
+        s3 = source["s3"]
+        key = s3.get("key")
+        if not isinstance(key, str) or not key:
+            raise RestoreRefused(
+                "InvalidSpec", f"{SOURCE_FIELD}.s3.key", "spec.source.s3.key is required"
+            )
+        store = _store(s3, f"{SOURCE_FIELD}.s3")
+        return {
+            "kind": "s3",
+            "store": store,
+            "key": key,
+            "sha256": sha256,
+            "location": f"s3://{store['bucket']}/{key}",
+            **unknown,
+        }
+    name = source["backupName"]
+    field = f"{SOURCE_FIELD}.backupName"
+    if not backup:
+        raise RestoreRefused(
+            "SourceNotFound", field, f"{field}: no EtcdBackup {name} in this namespace"
+        )
+    destination = (backup.get("spec") or {}).get("destination") or {}
+    s3 = destination.get("s3") or {}
+    claim = str((destination.get("volume") or {}).get("claimName") or "")
+    last = (backup.get("status") or {}).get("lastSnapshot") or {}
+    match = (_S3_LOCATION if s3 else _PVC_LOCATION).match(str(last.get("location") or ""))
+    if not match or not _SHA256.match(str(last.get("sha256") or "")):
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name} has no verified snapshot yet",
+        )
+    # The backup's check found its newest snapshot gone (or replaced): restoring from it
+    # would fail in the Job, or restore something else. Said here, before anything is made.
+    available = next(
+        (
+            c
+            for c in (backup.get("status") or {}).get("conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Available"
+        ),
+        {},
+    )
+    if available.get("reason") == "SnapshotMissing":
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is missing "
+            f"({available.get('message') or 'see its Available condition'}); restore from "
+            "spec.source.s3 or spec.source.volume with another snapshot's key and sha256 "
+            "(its retainedSnapshots)",
+        )
+    known = {
+        "key": match.group(2),
+        "sha256": last["sha256"],
+        "location": last["location"],
+        "revision": last.get("revision"),
+        "size": last.get("size"),
+        "etcd_version": str(last.get("etcdVersion") or ""),
+    }
+    store = _store(s3, f"EtcdBackup {name} spec.destination.s3") if s3 else {}
+    where = store["bucket"] if store else claim
+    if match.group(1) != where:
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is not in its "
+            f"{'bucket' if s3 else 'claim'} {where} (its destination changed since)",
+        )
+    if store:
+        return {"kind": "s3", "store": store, **known}
+    return {"kind": "volume", "claim": claim, "field": field, **known}
+
+
+def _volume_key(path: Any) -> str:
+    """The key of a file given by its absolute path inside a claim; empty when the path is
+    not one."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ""
+    parts = path.split("/")[1:]
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        return ""
+    return "/".join(parts)
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def version_refusal(snapshot_version: str, target_version: str) -> dict[str, str] | None:
+    """etcd reads data of its own minor or the one before: a newer snapshot, or one more
+    than a minor older, is refused before anything is written."""
+    snap, target = _minor(snapshot_version), _minor(target_version)
+    if snap is None or target is None or target in (snap, (snap[0], snap[1] + 1)):
+        return None
+    return _refusal(
+        "UnsafeVersionChange",
+        "spec.cluster.spec.version",
+        f"spec.cluster.spec.version {target_version} cannot start on a snapshot "
+        f"taken from etcd {snapshot_version}: use {snap[0]}.{snap[1]} or {snap[0]}.{snap[1] + 1}",
+    )
+
+
+def job_name(restore: dict[str, Any]) -> str:
+    return f"{_meta(restore).get('name')}-restore"
+
+
+def restore_tool(version: str) -> list[str]:
+    """etcd's restore tool of that version: etcdutl from 3.5, etcdctl before."""
+    minor = _minor(version) or (3, 6)
+    return ["/usr/local/bin/etcdutl" if minor >= (3, 5) else "/usr/local/bin/etcdctl"]
+
+
+def _fetch_from_s3(
+    store: dict[str, Any],
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> None:
+    """What the fetch step needs to read from a store: where it is, the credentials from
+    their Secret (never in a value of the Job), its CA."""
+    env.extend(
+        [
+            {"name": "ETCD_RESTORE_S3_ENDPOINT", "value": store["endpoint"]},
+            {"name": "ETCD_RESTORE_S3_BUCKET", "value": store["bucket"]},
+            {"name": "ETCD_RESTORE_S3_REGION", "value": store["region"]},
+            {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(store["path_style"]).lower()},
+        ]
+    )
+    for variable, key in (
+        ("AWS_ACCESS_KEY_ID", "accessKeyId"),
+        ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
+    ):
+        env.append(
+            {
+                "name": variable,
+                "valueFrom": {"secretKeyRef": {"name": store["credentials_secret"], "key": key}},
+            }
+        )
+    if store["ca_secret"]:
+        mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+        env.append({"name": "ETCD_RESTORE_CA_FILE", "value": f"{S3_CA_DIR}/ca.crt"})
+        volumes.append(
+            {
+                "name": "s3-ca",
+                "secret": {
+                    "secretName": store["ca_secret"],
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                },
+            }
+        )
+
+
+def upload_wait(options: dict[str, Any]) -> int:
+    """Seconds the fetch step waits for an upload: the Job's deadline less ten minutes for
+    the checks and etcd's tool, so a missing upload fails with its own message, not the
+    Job's deadline."""
+    return max(60, int(options.get("deadline_seconds", 3600)) - 600)
+
+
+def fetching_pod(pods: list[dict[str, Any]]) -> str:
+    """The restore Pod whose fetch step is running (the one that can take an upload), or
+    empty."""
+    for pod in pods:
+        if _meta(pod).get("deletionTimestamp"):
+            continue
+        for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            if status.get("name") == FETCH_CONTAINER and (status.get("state") or {}).get("running"):
+                return str(_meta(pod).get("name") or "")
+    return ""
+
+
+def restore_job(
+    restore: dict[str, Any],
+    source: dict[str, Any],
+    target: dict[str, Any],
+    image: str,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Job that writes the first member's data: `fetch` then `restore` (module doc).
+    Runs once (a second attempt would find a half-written data dir); needs no API access."""
+    options = options or {}
+    meta = _meta(restore)
+    spec = target["spec"]
+    member = target["member"]
+    peer = target["peer_url"]
+    env: list[dict[str, Any]] = [
+        {"name": "ETCD_RESTORE_RESULT_FILE", "value": TERMINATION_LOG},
+        {"name": "ETCD_RESTORE_FETCH_TO", "value": SNAPSHOT_FILE},
+        {"name": "ETCD_RESTORE_KEY", "value": source["key"]},
+        {"name": "ETCD_RESTORE_SHA256", "value": source["sha256"]},
+    ]
+    fetch_mounts: list[dict[str, Any]] = [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "snapshot", "mountPath": SNAPSHOT_DIR},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        {"name": "snapshot", "emptyDir": {}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": target["claim_name"]}},
+    ]
+    if source.get("kind") == "upload":
+        # The fetch step waits this long for a person's upload, then checks it as a copy
+        # from a claim.
+        env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": UPLOAD_DIR})
+        env.append({"name": "ETCD_RESTORE_UPLOAD_WAIT", "value": str(upload_wait(options))})
+    elif source.get("kind") == "volume":
+        # Read-only: a restore never changes the backups it reads.
+        env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": SOURCE_DIR})
+        fetch_mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
+        volumes.append(
+            {
+                "name": "source",
+                "persistentVolumeClaim": {"claimName": source["claim"], "readOnly": True},
+            }
+        )
+    else:
+        _fetch_from_s3(source["store"], env, fetch_mounts, volumes)
+    locked_down = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    version = str(spec["version"])
+    command = [
+        *restore_tool(version),
+        "snapshot",
+        "restore",
+        SNAPSHOT_FILE,
+        f"--data-dir={DATA_DIR}",
+        f"--name={member}",
+        f"--initial-cluster={member}={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster-token={target['token']}",
+        f"--bump-revision={BUMP_REVISION}",
+        # etcd refuses a bump without it: watchers of revisions in the gap must be told.
+        "--mark-compacted",
+    ]
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "initContainers": [
+            {
+                "name": FETCH_CONTAINER,
+                "image": image,
+                "imagePullPolicy": options.get("image_pull_policy", "IfNotPresent"),
+                "workingDir": WORKDIR,
+                "command": ["/opt/venv/bin/ansible-playbook", "playbooks/etcd-restore-fetch.yml"],
+                "env": env,
+                "volumeMounts": fetch_mounts,
+                "terminationMessagePath": TERMINATION_LOG,
+                "terminationMessagePolicy": "File",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {"memory": options.get("memory_limit", "512Mi")},
+                },
+                "securityContext": locked_down,
+            }
+        ],
+        "containers": [
+            {
+                "name": "restore",
+                "image": f"{spec['repository']}:v{version}",
+                "imagePullPolicy": "IfNotPresent",
+                "command": command,
+                # etcd 3.4's etcdctl speaks the v2 API unless told.
+                "env": [{"name": "ETCDCTL_API", "value": "3"}],
+                "volumeMounts": [
+                    {"name": "snapshot", "mountPath": SNAPSHOT_DIR, "readOnly": True},
+                    {"name": "data", "mountPath": DATA_MOUNT},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "securityContext": locked_down,
+            }
+        ],
+        "volumes": volumes,
+    }
+    # Where the member may run, the restore must too: the claim binds on the Job's node.
+    if spec["pod"]["node_selector"]:
+        pod["nodeSelector"] = spec["pod"]["node_selector"]
+    if spec["pod"]["tolerations"]:
+        pod["tolerations"] = spec["pod"]["tolerations"]
+    labels = {
+        "app.kubernetes.io/name": "etcd-restore",
+        "app.kubernetes.io/instance": str(meta.get("name")),
+        LABEL_RESTORE: str(meta.get("name")),
+        **MANAGED_BY,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(restore),
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "EtcdRestore",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": int(options.get("deadline_seconds", 3600)),
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def _job_state(job: dict[str, Any] | None) -> str:
+    if not job:
+        return "Absent"
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return "Succeeded" if condition["type"] == "Complete" else "Failed"
+    return "Active"
+
+
+def failure_message(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """Why the restore Job failed: the message its Pod's failed container left (the fetch
+    step writes the failed step, its reason word and message; etcd's tool its last log
+    lines), else the Job's own reason."""
+    for pod in sorted(
+        pods, key=lambda p: str(_meta(p).get("creationTimestamp") or ""), reverse=True
+    ):
+        if _labels(pod).get("job-name") != _meta(job).get("name"):
+            continue
+        status = pod.get("status") or {}
+        for container in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]:
+            terminated = (container.get("state") or {}).get("terminated") or {}
+            if terminated.get("exitCode", 0) != 0:
+                message = str(terminated.get("message") or terminated.get("reason") or "")
+                return f"{container.get('name')}: {message.strip()[-1000:]}"
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".strip()
+    return "the restore Job failed"
+
+
+def failure_reason(message: str) -> str:
+    """The word for Degraded: the fetch step's own reason, else what etcd's tool said."""
+    if match := _FETCH_REASON.search(message):
+        return match.group(1)
+    if message.startswith("restore:") and any(s in message.lower() for s in CORRUPT_SIGNS):
+        return "SnapshotCorrupt"
+    return "RestoreFailed"
+
+
+def _controller(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """The ownerReference of `obj` that is its controller, or {}."""
+    refs = _meta(obj).get("ownerReferences") or []
+    return next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), {})
+
+
+def _owner_words(obj: dict[str, Any]) -> str:
+    ref = _controller(obj)
+    return f"{ref.get('kind')} {ref.get('name')} uid {ref.get('uid')}" if ref else "none"
+
+
+def _owned(seen: dict[str, Any], uid: str) -> tuple[dict[str, Any] | None, list[Any], Any]:
+    """The restore Job if this EtcdRestore (`uid`) controls it, the Pods that Job controls,
+    and any other Job of its name. Only its own Job ever counts: an orphan (an earlier
+    restore of the same name deleted with --cascade=orphan) or one not yet collected has
+    succeeded for nothing written into this restore's claim."""
+    job = seen.get("job")
+    if not job:
+        return None, [], None
+    if not uid or _controller(job).get("uid") != uid:
+        return None, [], job
+    job_uid = _meta(job).get("uid")
+    pods = [p for p in seen.get("pods") or [] if _controller(p).get("uid") == job_uid]
+    return job, pods, None
+
+
+def _seed_claim(claims: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((c for c in claims if _meta(c).get("name") == name), None)
+
+
+def _members_ready(cluster: dict[str, Any] | None) -> tuple[int, int]:
+    """(ready members, members wanted) of the EtcdCluster as its status says."""
+    status = (cluster or {}).get("status") or {}
+    ready = status.get("readyMembers")
+    size = ((cluster or {}).get("spec") or {}).get("size")
+    return (
+        ready if isinstance(ready, int) else 0,
+        size if isinstance(size, int) and size > 0 else 1,
+    )
+
+
+def _cluster_restored(cluster: dict[str, Any] | None) -> bool:
+    """Available with every member ready: Available alone comes with the first member, while
+    the others are still copying its data as learners, and a person reading Succeeded takes
+    it that the cluster is back whole."""
+    ready, size = _members_ready(cluster)
+    return ready >= size and any(
+        c.get("type") == "Available" and c.get("status") == "True"
+        for c in ((cluster or {}).get("status") or {}).get("conditions") or []
+    )
+
+
+def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    """Everything one run of the restore runbook does, from one look.
+
+    `seen`: `cluster` (the EtcdCluster of the target name, or None), `backup` (the EtcdBackup
+    named, or None), `secret_keys` (the credentials Secret's key names, None when missing),
+    `claims` (the claims labelled with the target cluster), `job` and `pods` (the restore's).
+    `target`: the new cluster as the cluster runbook builds it: `name`, `spec` (normalized,
+    with its problems), `member` (the first), `claim` (its claim as the cluster runbook makes
+    it), `claim_name`, `peer_url`, `token`; and `image`, the operator's own.
+
+    Returns the objects to create in order (`create`), the claim to release (`release`), the
+    EtcdCluster label to drop once done (`unlabel`), where a person's upload goes
+    (`upload`: the Pod whose fetch step waits for it, or None), and `report` (status,
+    conditions, events)."""
+    meta = _meta(restore)
+    uid = str(meta.get("uid") or "")
+    status = restore.get("status") or {}
+    cluster = seen.get("cluster")
+    claims = seen.get("claims") or []
+    job, pods, other_job = _owned(seen, uid)
+    ours = bool(cluster) and _annotations(cluster).get(ANN_RESTORE_UID) == uid
+    seed = _seed_claim(claims, target["claim_name"])
+    refusals: list[dict[str, str]] = []
+    source: dict[str, Any] = {}
+    done = status.get("phase") == "Succeeded"
+    if not done:
+        try:
+            source = restore_source(restore, seen.get("backup"))
+        except RestoreRefused as refused:
+            refusals.append(refused.as_dict())
+        for problem in (target["spec"].get("problems") or []) if not ours else []:
+            refusals.append(
+                {
+                    **problem,
+                    "field": f"spec.cluster.{problem['field']}",
+                    "message": f"spec.cluster.{problem['message']}",
+                }
+            )
+        if cluster and not ours:
+            refusals.append(
+                _refusal(
+                    "ClusterExists",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: an EtcdCluster {target['name']} exists; a "
+                    "restore never overwrites a cluster: choose another name",
+                )
+            )
+        foreign = [
+            str(_meta(c).get("name"))
+            for c in ([] if ours else claims)
+            if _annotations(c).get(ANN_RESTORE_UID) != uid
+        ]
+        if foreign:
+            refusals.append(
+                _refusal(
+                    "ClaimsExist",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: claims of an earlier cluster named "
+                    f"{target['name']} remain ({', '.join(sorted(foreign))}); the new members "
+                    "would start on them: delete them once sure their data is not needed, or "
+                    "choose another name",
+                )
+            )
+        first = seen.get("first_claim")
+        if first and _labels(first).get(LABEL_CLUSTER) != target["name"]:
+            refusals.append(
+                _refusal(
+                    "NameTaken",
+                    "spec.cluster.name",
+                    f"spec.cluster.name: claim {target['claim_name']} exists and is not a "
+                    f"claim of an EtcdCluster {target['name']} (it lacks the label "
+                    f"{LABEL_CLUSTER}={target['name']}): a restore never writes into another's "
+                    "claim: choose another name",
+                )
+            )
+        if other_job:
+            refusals.append(
+                _refusal(
+                    "NameTaken",
+                    "metadata.name",
+                    f"metadata.name: Job {job_name(restore)} exists and is not this "
+                    f"EtcdRestore's (its controller: {_owner_words(other_job)}), so it never "
+                    "counts for this restore; nothing was created. Delete it once sure it is "
+                    "not needed (an earlier restore's of the same name, orphaned?): the restore "
+                    "then goes on",
+                )
+            )
+        if seed and _annotations(seed).get(ANN_RESTORE_UID) != uid and ours:
+            refusals.append(
+                _refusal(
+                    "ClaimsExist",
+                    "spec.cluster.name",
+                    f"claim {target['claim_name']} was not made by this restore",
+                )
+            )
+        if source.get("kind") == "volume" and seen.get("source_claim_found") is False:
+            refusals.append(
+                _refusal(
+                    "SourceNotFound",
+                    source["field"],
+                    f"{source['field']}: no PersistentVolumeClaim {source['claim']} in this "
+                    "namespace holds the snapshot",
+                )
+            )
+        if source.get("kind") == "s3":
+            keys = set(seen.get("secret_keys") or [])
+            if not {"accessKeyId", "secretAccessKey"} <= keys:
+                store = source["store"]
+                refusals.append(
+                    _refusal(
+                        "CredentialsInvalid",
+                        f"{store['field']}.credentialsSecret",
+                        f"{store['field']}.credentialsSecret: Secret "
+                        f"{store['credentials_secret']} must exist in this namespace and hold "
+                        "accessKeyId and secretAccessKey",
+                    )
+                )
+        if source and not ours:
+            problem = version_refusal(source["etcd_version"], str(target["spec"]["version"]))
+            if problem:
+                refusals.append(problem)
+        if not target.get("image") and not job:
+            refusals.append(
+                _refusal(
+                    "CannotRun", "", "the operator's own image is unknown (set ETCD_RUNBOOK_IMAGE)"
+                )
+            )
+        if len(job_name(restore)) > MAX_JOB_NAME:
+            refusals.append(
+                _refusal(
+                    "InvalidSpec",
+                    "metadata.name",
+                    f"metadata.name: at most {MAX_JOB_NAME - len('-restore')} "
+                    "characters (the restore Job is named after it)",
+                )
+            )
+    state = _job_state(job)
+    pending = bool(seed) and bool(_annotations(seed).get(ANN_RESTORE_PENDING))
+    create: list[dict[str, Any]] = []
+    release: dict[str, Any] | None = None
+    if not refusals and not done and state != "Failed":
+        if not cluster:
+            create.append(
+                {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "EtcdCluster",
+                    "metadata": {
+                        "name": target["name"],
+                        "namespace": meta["namespace"],
+                        # The label queues this restore when the cluster changes; the
+                        # annotations stay, as the record of where its data came from.
+                        "labels": {LABEL_RESTORE: str(meta["name"]), **MANAGED_BY},
+                        "annotations": {ANN_RESTORE: str(meta["name"]), ANN_RESTORE_UID: uid},
+                    },
+                    "spec": (restore.get("spec") or {}).get("cluster", {}).get("spec") or {},
+                }
+            )
+        if not seed:
+            claim = target["claim"]
+            claim_meta = claim["metadata"]
+            create.append(
+                {
+                    **claim,
+                    "metadata": {
+                        **claim_meta,
+                        "annotations": {
+                            **(claim_meta.get("annotations") or {}),
+                            ANN_RESTORE_PENDING: uid,
+                            ANN_RESTORE_UID: uid,
+                        },
+                    },
+                }
+            )
+        if state == "Absent" and (pending or not seed):
+            options = {"deadline_seconds": target.get("job_deadline") or 3600}
+            create.append(restore_job(restore, source, target, target["image"], options))
+        if state == "Succeeded" and pending:
+            release = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": target["claim_name"],
+                    "namespace": meta["namespace"],
+                    "annotations": {
+                        ANN_RESTORE_PENDING: None,
+                        ANN_RESTORED_FROM: source["location"],
+                    },
+                },
+            }
+    available = ours and _cluster_restored(cluster) and not pending and bool(seed)
+    # A released claim says the Job succeeded, even once the Job is gone.
+    released = ours and bool(seed) and not pending
+    report = _report(
+        restore,
+        source,
+        "Succeeded" if released and state == "Absent" else state,
+        job,
+        pods,
+        refusals,
+        available,
+        cluster,
+        str(seen.get("now") or ""),
+    )
+    unlabel = None
+    if report["status"]["phase"] == "Succeeded" and cluster and LABEL_RESTORE in _labels(cluster):
+        unlabel = {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {
+                "name": target["name"],
+                "namespace": meta["namespace"],
+                "labels": {LABEL_RESTORE: None},
+            },
+        }
+    upload = None
+    pod = fetching_pod(pods) if state == "Active" else ""
+    if source.get("kind") == "upload" and pod:
+        upload = {
+            "pod": pod,
+            "container": FETCH_CONTAINER,
+            "dest": f"{UPLOAD_DIR}/{UPLOAD_NAME}",
+            "sha256": source["sha256"],
+        }
+    return {
+        "refusals": refusals,
+        "source": source,
+        "upload": upload,
+        "create": create,
+        "release": release,
+        "unlabel": unlabel,
+        "report": report,
+    }
+
+
+def _report(
+    restore: dict[str, Any],
+    source: dict[str, Any],
+    state: str,
+    job: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    refusals: list[dict[str, str]],
+    available: bool,
+    cluster: dict[str, Any] | None,
+    seen_now: str,
+) -> dict[str, Any]:
+    status = restore.get("status") or {}
+    name = str((restore.get("spec") or {}).get("cluster", {}).get("name") or "")
+    new: dict[str, Any] = {}
+    # Done once recorded, or now that the cluster runs on the restored data (unless refused
+    # or the Job failed, which say so first).
+    if status.get("phase") == "Succeeded" or (available and not refusals and state != "Failed"):
+        phase, progressing = "Succeeded", ("False", "Restored", "the restore is complete")
+        degraded = ("False", "AsExpected", "the restore succeeded")
+    elif refusals:
+        phase = "Failed"
+        progressing = ("False", "Refused", "nothing was created")
+        degraded = ("True", refusals[0]["reason"], "; ".join(r["message"] for r in refusals))
+    elif state == "Failed":
+        message = failure_message(job or {}, pods)
+        phase = "Failed"
+        progressing = ("False", "RestoreFailed", "the restore Job failed; nothing was started")
+        degraded = (
+            "True",
+            failure_reason(message),
+            f"Job {job_name(restore)}: {message}. The first member's claim stays marked "
+            "restore-pending (no member starts on it); delete the EtcdRestore, the "
+            f"EtcdCluster {name} and its claims to start over",
+        )
+    elif state == "Succeeded":
+        phase = "Starting"
+        progressing = (
+            "True",
+            "MembersStarting",
+            f"the snapshot is restored; EtcdCluster {name} is starting its members "
+            "({} of {} ready)".format(*_members_ready(cluster)),
+        )
+        degraded = ("False", "AsExpected", "no problem seen")
+    elif state == "Active" and source.get("kind") == "upload":
+        phase = "Restoring"
+        meta = _meta(restore)
+        progressing = (
+            "True",
+            "WaitingForUpload",
+            f"Job {job_name(restore)} waits for the snapshot to be uploaded, then verifies it "
+            "and writes the first member's data: ansible-playbook playbooks/etcd-restore.yml "
+            f"-e restore={meta.get('name')} -e namespace={meta.get('namespace')} "
+            "-e file=<the snapshot file>",
+        )
+        degraded = ("False", "AsExpected", "no problem seen")
+    elif state == "Active":
+        phase = "Restoring"
+        progressing = (
+            "True",
+            "Restoring",
+            f"Job {job_name(restore)} is fetching and verifying {source.get('location', '')} "
+            "and writing the first member's data",
+        )
+        degraded = ("False", "AsExpected", "no problem seen")
+    else:
+        phase = "Pending"
+        progressing = ("True", "Creating", f"creating EtcdCluster {name} and its restore Job")
+        degraded = ("False", "AsExpected", "no problem seen")
+    if phase == "Succeeded":
+        available_c = ("True", "Restored", f"EtcdCluster {name} runs on the restored data")
+    else:
+        available_c = ("False", phase, f"EtcdCluster {name} is not restored yet")
+    new["phase"] = phase
+    new["observedGeneration"] = _meta(restore).get("generation")
+    if source and not status.get("snapshot"):
+        snapshot = {"location": source["location"], "sha256": source["sha256"]}
+        if isinstance(source.get("size"), int):
+            snapshot["size"] = source["size"]
+        if source.get("etcd_version"):
+            snapshot["etcdVersion"] = source["etcd_version"]
+        new["snapshot"] = snapshot
+    if source and isinstance(source.get("revision"), int) and "restoredRevision" not in status:
+        new["restoredRevision"] = source["revision"]
+    start = (job or {}).get("status", {}).get("startTime")
+    if start and not status.get("startTime"):
+        new["startTime"] = start
+    cluster_id = ((cluster or {}).get("status") or {}).get("clusterID")
+    if phase == "Succeeded" and cluster_id and not status.get("clusterID"):
+        new["clusterID"] = cluster_id
+    if phase == "Succeeded" and not status.get("completionTime") and seen_now:
+        new["completionTime"] = seen_now
+    events: list[dict[str, str]] = []
+    if phase != status.get("phase") or (
+        phase == "Failed"
+        and degraded[2]
+        != next(
+            (
+                c.get("message")
+                for c in status.get("conditions") or []
+                if c.get("type") == "Degraded"
+            ),
+            None,
+        )
+    ):
+        kind = "Warning" if phase == "Failed" else "Normal"
+        events.append(
+            {
+                "type": kind,
+                "reason": degraded[1] if phase == "Failed" else f"Restore{phase}",
+                "message": degraded[2]
+                if phase == "Failed"
+                else progressing[2]
+                if phase != "Succeeded"
+                else available_c[2],
+            }
+        )
+    conditions = {
+        kind: {"status": value[0], "reason": value[1], "message": value[2]}
+        for kind, value in (
+            ("Available", available_c),
+            ("Progressing", progressing),
+            ("Degraded", degraded),
+        )
+    }
+    return {"status": new, "conditions": conditions, "events": events}
+
+
+def status_of(report: dict[str, Any], restore: dict[str, Any], now: str) -> dict[str, Any]:
+    """The status a run by hand writes (the watcher does this for the operator's runs): the
+    report's fields and its conditions as a list, each keeping its lastTransitionTime while
+    its status stays."""
+    old = {c.get("type"): c for c in (restore.get("status") or {}).get("conditions") or []}
+    generation = _meta(restore).get("generation")
+    conditions = []
+    for kind, condition in report["conditions"].items():
+        before = old.get(kind) or {}
+        same = before.get("status") == condition["status"] and before.get("lastTransitionTime")
+        conditions.append(
+            {
+                "type": kind,
+                **condition,
+                "lastTransitionTime": before["lastTransitionTime"] if same else now,
+                "observedGeneration": generation,
+            }
+        )
+    return {**report["status"], "conditions": conditions}

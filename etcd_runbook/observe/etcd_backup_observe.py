@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from etcd_runbook.clients.etcd_kube import namespaced
-
-GROUP_VERSION = "etcd.runbook.io/v1alpha1"
-LABEL_BACKUP = "etcd.runbook.io/backup"
+from etcd_runbook.names import (
+    API_VERSION,
+    LABEL_BACKUP,
+)
 
 
 class Reader(Protocol):
@@ -60,7 +61,7 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         # Read after the Jobs: a backup Job records its snapshot in this status before it
         # exits, so a Job seen finished here always comes with the lastSnapshot it wrote. The
         # object the watcher handed over may be older than that write.
-        "status": (reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", name)) or {}).get(
+        "status": (reader.get(namespaced(API_VERSION, ns, "etcdbackups", name)) or {}).get(
             "status"
         ),
         # The RoleBinding of the backup's account: one an earlier release made points at a
@@ -76,7 +77,7 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         "image": "",
     }
     if params.get("cluster"):
-        path = namespaced(GROUP_VERSION, ns, "etcdclusters", params["cluster"])
+        path = namespaced(API_VERSION, ns, "etcdclusters", params["cluster"])
         cluster = reader.get(path)
         facts["cluster_found"] = cluster is not None
         if cluster is not None:

@@ -27,20 +27,25 @@ from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import ConnectionParams, normalize_url, private_file
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
 from etcd_runbook.clients.etcd_kube import KubeError, KubeReader, credentials, namespaced
+from etcd_runbook.names import (
+    API_VERSION,
+    LABEL_HOSTNAME,
+    LABEL_MEMBER,
+)
 from etcd_runbook.operations.etcd_health import cluster_info
+from etcd_runbook.rules import etcd_pods as pod_rules
+from etcd_runbook.rules.etcd_plan import NODE_SILENCE
+from etcd_runbook.rules.etcd_pods import seconds_between
+from etcd_runbook.rules.etcd_tls_secrets import client_material
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380
-BACKUP_GROUP_VERSION = "etcd.runbook.io/v1alpha1"
 LEASE_GROUP_VERSION = "coordination.k8s.io/v1"
 NODE_LEASES = "kube-node-lease"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-MEMBER_LABEL = "etcd.runbook.io/member"
 # A kubelet renews its Lease every 10 s (counted here to the second, so up to 11 s between two
-# renewals). A member whose Pod's node has been silent longer has its volume read: the plan
-# counts a node silent for NODE_SILENCE (15 s, etcd_plan.py) as lost, so each member it may
-# judge lost is one whose volume this look read (tests/unit/test_filter_twins.py).
-QUESTION_SILENCE = 12
+# renewals). A member whose Pod's node has been silent longer has its volume read: below the
+# plan's NODE_SILENCE, so each member the plan may judge lost is one whose volume this look read.
+QUESTION_SILENCE = NODE_SILENCE - 3
 # At most this many Nodes of a volume's affinity are listed, and the facts of at most
 # MAX_VOLUME_NODES of them (the Ready first) kept: a zone of many nodes needs only a few that
 # run to say the volume is not stranded.
@@ -55,15 +60,6 @@ PROBE_TIMEOUT = 1.0
 # Pods going away are polled faster: a heal is waiting on exactly this, and a LIST of a few
 # Pods costs the API server little.
 GONE_INTERVAL = 0.25
-# What the kubelet says of a container that cannot start: its image cannot be had, or the
-# container cannot be made or keeps failing (etcd_runbook/rules/etcd_plan.py keeps the same).
-IMAGE_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-START_FAILURES = (
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-)
 
 
 def running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,16 +106,6 @@ def renewed_at(lease: dict[str, Any] | None) -> str:
         if "f:renewTime" in (((entry.get("fieldsV1") or {}).get("f:spec")) or {})
     ]
     return max(times, default="")
-
-
-def seconds_between(earlier: str, later: str) -> float | None:
-    """Seconds from one RFC 3339 time to another; None when either is missing or bad."""
-    try:
-        start = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(later.replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
-        return None
-    return (end - start).total_seconds()
 
 
 def node_facts(
@@ -234,7 +220,7 @@ def pinned_names(terms: list[dict[str, Any]]) -> list[str]:
     names: list[str] = []
     for term in terms:
         for r in (term.get("matchExpressions") or []) + (term.get("matchFields") or []):
-            if r.get("key") in (HOSTNAME_LABEL, "metadata.name") and r.get("operator") == "In":
+            if r.get("key") in (LABEL_HOSTNAME, "metadata.name") and r.get("operator") == "In":
                 names.extend(str(v) for v in r.get("values") or [])
     return sorted(set(names))
 
@@ -248,43 +234,22 @@ def volume_terms(pv: dict[str, Any]) -> list[dict[str, Any]] | None:
     return list(required.get("nodeSelectorTerms") or [])
 
 
+def _pod(pods: list[dict[str, Any]], member: str) -> dict[str, Any]:
+    return next((p for p in pods if (p.get("metadata") or {}).get("name") == member), {})
+
+
 def unschedulable(pods: list[dict[str, Any]], member: str) -> str:
-    """The scheduler's word when it found no node for `member`'s Pod, else ''. (The plan filter
-    keeps its own copy: a filter plugin cannot import module_utils.)"""
-    for pod in pods:
-        if (pod.get("metadata") or {}).get("name") != member:
-            continue
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if (c.get("type"), c.get("status"), c.get("reason")) == (
-                "PodScheduled",
-                "False",
-                "Unschedulable",
-            ):
-                return str(c.get("message") or "no node fits it").strip()
-    return ""
+    """The scheduler's word when it found no node for `member`'s Pod, else ''."""
+    return pod_rules.unschedulable(_pod(pods, member))
 
 
 def cannot_run(pods: list[dict[str, Any]], member: str) -> str:
-    """Why the kubelet cannot run `member`'s etcd container (its image cannot be pulled, the
-    container cannot be made, or it ended in failure), or that it restarted since its Pod was
-    made; '' while it runs or is being started. The plan says the same of it, with its cause
-    (etcd_plan's container_trouble and restart_trouble: tests/unit/test_filter_twins.py)."""
-    for pod in pods:
-        if (pod.get("metadata") or {}).get("name") != member:
-            continue
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            if status.get("name") != "etcd":
-                continue
-            state = status.get("state") or {}
-            reason = str((state.get("waiting") or {}).get("reason") or "")
-            if reason in IMAGE_FAILURES + START_FAILURES:
-                return f"its container waits: {reason}"
-            ended = state.get("terminated") or {}
-            if ended and ended.get("exitCode", 0) != 0:
-                return f"its container ended: {ended.get('reason') or 'Error'}"
-            if status.get("restartCount"):
-                return f"its container restarted {status['restartCount']} time(s)"
-    return ""
+    """Why the kubelet cannot run `member`'s etcd container, or that it restarted since its
+    Pod was made, as the plan says it (it halts the roll on the same); '' while it runs or is
+    being started."""
+    pod = _pod(pods, member)
+    trouble = pod_rules.container_trouble(pod) or pod_rules.restart_trouble(pod)
+    return trouble.get("why", "")
 
 
 def dns_endpoints(pods: list[dict[str, Any]], scheme: str, suffix: str) -> dict[str, str]:
@@ -455,7 +420,7 @@ class Observer:
         try:
             for claim in claims:
                 meta = claim.get("metadata") or {}
-                member = str((meta.get("labels") or {}).get(MEMBER_LABEL) or "") or str(
+                member = str((meta.get("labels") or {}).get(LABEL_MEMBER) or "") or str(
                     meta.get("name") or ""
                 ).removesuffix("-data")
                 node = placed.get(member, "")
@@ -490,7 +455,7 @@ class Observer:
         if self.backups:
             # Every EtcdBackup of the namespace: the plan picks this cluster's (by clusterName,
             # which no label carries) for the snapshot a minor upgrade starts with.
-            facts["backups"] = self.listed(BACKUP_GROUP_VERSION, "etcdbackups", "EtcdBackup", "")
+            facts["backups"] = self.listed(API_VERSION, "etcdbackups", "EtcdBackup", "")
         return facts
 
     def named_secrets(self, names: list[str], selector: str) -> list[dict[str, Any]]:
@@ -558,33 +523,6 @@ def wait_pods_gone(
         sleep(GONE_INTERVAL)
         going = [n for n in leaving(observer.pods()) if n in wanted]
     return going
-
-
-def client_material(
-    secrets: list[dict[str, Any]], server: str, client: str
-) -> tuple[str, str, str] | None:
-    """(ca.crt, tls.crt, tls.key), base64 as read, the etcd client connects with: the server
-    Secret's CA and the client Secret's pair. When one of them is gone another Secret read
-    for the cluster stands in (a ca.crt of any, in name order; the pair of the server Secret,
-    else of any kubernetes.io/tls one): the role's certificates all chain to the cluster's CA
-    and each may authenticate a client, so one lost Secret does not leave the runbook blind.
-    None when nothing holds them. Twin of etcd_plan.tls_client (tests/unit/test_filter_twins.py)."""
-    data = {s["metadata"]["name"]: s.get("data") or {} for s in secrets}
-    tls = {s["metadata"]["name"] for s in secrets if s.get("type") == "kubernetes.io/tls"}
-    others = sorted(n for n in data if n not in (server, client))
-    ca = next(
-        (data[n]["ca.crt"] for n in [server, client, *others] if data.get(n, {}).get("ca.crt")), ""
-    )
-    pairs = [client] + [n for n in [server, *others] if n in tls]
-    pair = next(
-        (
-            (data[n]["tls.crt"], data[n]["tls.key"])
-            for n in pairs
-            if {"tls.crt", "tls.key"} <= set(data.get(n, {}))
-        ),
-        None,
-    )
-    return (ca, *pair) if ca and pair else None
 
 
 def tls_files(secrets: list[dict[str, Any]], server: str, client: str) -> dict[str, str]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from etcd_runbook.clients.etcd_kube import namespaced
+from etcd_runbook.names import (
+    API_VERSION,
+    LABEL_CLUSTER,
+    LABEL_RESTORE,
+)
 from etcd_runbook.observe.etcd_backup_observe import Reader, container_image, secret_key_names
-
-GROUP_VERSION = "etcd.runbook.io/v1alpha1"
-LABEL_RESTORE = "etcd.runbook.io/restore"
-LABEL_CLUSTER = "etcd.runbook.io/cluster"
 
 
 def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
     the snapshot are the ones given, else the ones the EtcdBackup's destination names."""
     ns, name, cluster = params["namespace"], params["name"], params["cluster"]
     facts: dict[str, Any] = {
-        "cluster": reader.get(namespaced(GROUP_VERSION, ns, "etcdclusters", cluster)),
+        "cluster": reader.get(namespaced(API_VERSION, ns, "etcdclusters", cluster)),
         "claims": reader.items(
             namespaced("v1", ns, "persistentvolumeclaims"),
             f"{LABEL_CLUSTER}={cluster}",
@@ -44,7 +45,7 @@ def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
     secret = params.get("credentials_secret") or ""
     claim = params.get("source_claim") or ""
     if params.get("backup"):
-        backup = reader.get(namespaced(GROUP_VERSION, ns, "etcdbackups", params["backup"]))
+        backup = reader.get(namespaced(API_VERSION, ns, "etcdbackups", params["backup"]))
         facts["backup"] = backup
         destination = ((backup or {}).get("spec") or {}).get("destination") or {}
         secret = secret or str((destination.get("s3") or {}).get("credentialsSecret") or "")

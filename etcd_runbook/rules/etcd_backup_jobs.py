@@ -30,18 +30,18 @@ from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-GROUP = "etcd.runbook.io"
-LABEL_BACKUP = f"{GROUP}/backup"
-# What a Job of the backup does: takes a snapshot (unset on Jobs made before there were
-# checks) or checks that status.lastSnapshot is still there.
-LABEL_JOB = f"{GROUP}/job"
+from etcd_runbook.names import (
+    ANN_CHECK_REQUESTED,
+    GROUP,
+    LABEL_BACKUP,
+    LABEL_DESTINATION,
+    LABEL_JOB,
+    MANAGED_BY,
+)
+from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
+from etcd_runbook.rules.etcd_tls_secrets import secret_names
+
 CHECK = "check"
-# The mark a claim carries when its owner means it for etcd backups: only such a claim is
-# mounted (and made group-writable by the Job's fsGroup).
-LABEL_DESTINATION = f"{GROUP}/backup-destination"
-# Set to any new value (a time, say), it asks for a check of status.lastSnapshot now.
-ANNOTATION_CHECK = f"{GROUP}/check-requested"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
 # A finished check Job is collected after this long: one is made every check interval.
 CHECK_TTL_SECONDS = 600
 WORKDIR = "/opt/etcd-runbook-operator"
@@ -137,31 +137,12 @@ def pod_spec(
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     s3 = _s3(backup)
     if s3:
-        # The restore Job's fetch step gets them the same way (etcd_restore_plan.py's
-        # _fetch_from_s3; a filter plugin cannot import another): test_filter_twins.py.
-        for variable, key in (
-            ("AWS_ACCESS_KEY_ID", "accessKeyId"),
-            ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
-        ):
-            env.append(
-                {
-                    "name": variable,
-                    "valueFrom": {"secretKeyRef": {"name": s3["credentialsSecret"], "key": key}},
-                }
-            )
+        env.extend(credentials_env(s3["credentialsSecret"]))
         if s3.get("caSecret"):
-            mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+            mounts.append(ca_mount(S3_CA_DIR))
             # Where the playbook finds it: the mount path is said once, here.
             env.append({"name": "ETCD_BACKUP_CA_DIR", "value": S3_CA_DIR})
-            volumes.append(
-                {
-                    "name": "s3-ca",
-                    "secret": {
-                        "secretName": s3["caSecret"],
-                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                    },
-                }
-            )
+            volumes.append(ca_volume(s3["caSecret"]))
     volume = _volume(backup)
     if volume:
         mount: dict[str, Any] = {"name": "destination", "mountPath": VOLUME_ROOT}
@@ -262,19 +243,14 @@ def _check(backup: dict[str, Any], image: str) -> None:
 
 def tls_secret_names(cluster: dict[str, Any] | None) -> list[str]:
     """The TLS Secrets a backup Job reads to reach the cluster's members: the server Secret
-    (its ca.crt) and the client Secret (its pair); none when the cluster runs without TLS.
-    (etcd_plan.normalize_spec names them; a filter plugin cannot import another:
-    tests/unit/test_filter_twins.py.)"""
+    (its ca.crt) and the client Secret (its pair); none when the cluster runs without TLS."""
     if not cluster:
         return []
     tls = _spec(cluster).get("tls") or {}
     if not tls.get("enabled", True):
         return []
-    named = tls.get("secrets") or {}
-    name = str(_meta(cluster).get("name") or "")
-    return sorted(
-        {named.get("server") or f"{name}-server-tls", named.get("client") or f"{name}-client-tls"}
-    )
+    names = secret_names(str(_meta(cluster).get("name") or ""), tls)
+    return sorted({names["server"], names["client"]})
 
 
 def job_role(backup: dict[str, Any], secrets: list[str]) -> list[dict[str, Any]]:
@@ -497,13 +473,13 @@ def check_plan(
         if (_meta(j).get("labels") or {}).get(LABEL_BACKUP) == name
     ):
         return idle
-    request = str((_meta(backup).get("annotations") or {}).get(ANNOTATION_CHECK) or "")
+    request = str((_meta(backup).get("annotations") or {}).get(ANN_CHECK_REQUESTED) or "")
     checked_at = _parse(checked.get("time"))
     why = ""
     if checked.get("location") != last["location"] or checked_at is None:
         why = f"{last['location']} was not checked yet"
     elif request and request != checked.get("request"):
-        why = f"{ANNOTATION_CHECK} asks for a check ({request})"
+        why = f"{ANN_CHECK_REQUESTED} asks for a check ({request})"
     else:
         age = (moment - checked_at).total_seconds()
         if age < interval:

@@ -27,6 +27,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from etcd_runbook.rules.etcd_s3_store import StoreSpecError, store
+from etcd_runbook.rules.etcd_snapshot_catalog import ownership
+
 KEEP_FIELD = "spec.retention.keep"
 MAX_AGE_FIELD = "spec.retention.maxAge"
 STATUS_LIMIT = 20  # retained snapshots listed in status, newest first
@@ -196,30 +199,6 @@ def _ordered(snapshots: Any) -> list[tuple[datetime, int, str, dict[str, Any]]]:
 
 def _verified(entry: dict[str, Any]) -> bool:
     return entry.get("verified") is True and bool(entry.get("sha256"))
-
-
-# etcd_runbook/rules/etcd_snapshot_catalog.py has the same, for the module that deletes: a filter
-# plugin can import neither another one nor module_utils; tests/unit/test_filter_twins.py
-# keeps the two alike.
-def ownership(entry: dict[str, Any], owner: dict[str, Any]) -> str:
-    """Empty when the listed snapshot `entry` is `owner`'s to delete, else why it is not.
-
-    `owner` is {name, uid, cluster_id}: the EtcdBackup and the etcd cluster ID the cluster
-    has now. Only a verified snapshot whose manifest names that EtcdBackup (name and uid) and
-    that cluster ID is; anything else (no manifest, another backup's, a re-created cluster's
-    old data, a file a person put there) is left alone."""
-    if entry.get("verified") is not True or not entry.get("sha256"):
-        return "no manifest that verifies it"
-    written = entry.get("backup")
-    if not isinstance(written, dict):
-        return "its manifest names no EtcdBackup"
-    name, uid = str(written.get("name") or ""), str(written.get("uid") or "")
-    if (name, uid) != (str(owner.get("name") or ""), str(owner.get("uid") or "")):
-        return f"written by EtcdBackup {name or '?'} (uid {uid or 'none'})"
-    cluster_id = str(entry.get("clusterID") or "")
-    if not cluster_id or cluster_id != str(owner.get("cluster_id") or ""):
-        return f"taken from etcd cluster {cluster_id or '?'}, not this cluster's"
-    return ""
 
 
 def _owner(owner: Any) -> dict[str, str]:
@@ -395,15 +374,6 @@ def snapshot_source(info: Any) -> dict[str, Any]:
 
 S3_FIELD = "spec.destination.s3"
 VOLUME_FIELD = "spec.destination.volume"
-_ENDPOINT = re.compile(r"^https?://[^/\s]+$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-
-
-# etcd_restore_plan.py has the same: a filter plugin can import neither another one nor
-# module_utils; tests/unit/test_filter_twins.py keeps the two alike.
-def _aws_host(endpoint: str) -> bool:
-    host = endpoint.split("://", 1)[-1].split(":", 1)[0]
-    return host == "amazonaws.com" or host.endswith(".amazonaws.com")
 
 
 def _volume_path(path: Any) -> str:
@@ -504,35 +474,21 @@ def backup_target(
             "location": f"pvc://{claim}/{prefix}",
         }
     s3 = destination["s3"]
-    endpoint, bucket = s3.get("endpoint"), s3.get("bucket")
-    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
-        raise BackupPlanError(
-            f"{S3_FIELD}.endpoint must be http(s)://host[:port] without a path, not {endpoint!r}"
-        )
-    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
-        raise BackupPlanError(f"{S3_FIELD}.bucket must be an S3 bucket name, not {bucket!r}")
-    secret = s3.get("credentialsSecret")
-    if not isinstance(secret, str) or not _NAME.match(secret):
-        raise BackupPlanError(f"{S3_FIELD}.credentialsSecret must name a Secret, not {secret!r}")
-    ca_secret = s3.get("caSecret") or ""
-    path_style = s3.get("pathStyle")
-    option: dict[str, Any] = {
-        "endpoint": endpoint,
-        "bucket": bucket,
-        "region": s3.get("region") or "us-east-1",
-        # Unset: virtual-host style only where AWS wants it; every self-hosted store takes paths.
-        "path_style": bool(path_style) if isinstance(path_style, bool) else not _aws_host(endpoint),
-    }
+    try:
+        parsed = store(s3, S3_FIELD)
+    except StoreSpecError as error:
+        raise BackupPlanError(str(error)) from None
+    secret, ca_secret = parsed.pop("credentials_secret"), parsed.pop("ca_secret")
     if ca_secret and ca_dir:
-        option["ca_file"] = f"{ca_dir.rstrip('/')}/ca.crt"
+        parsed["ca_file"] = f"{ca_dir.rstrip('/')}/ca.crt"
     prefix = under(s3.get("prefix") or "")
     return {
         **base,
         "kind": "s3",
-        "s3": option,
+        "s3": parsed,
         "prefix": prefix,
-        "root": f"s3://{bucket}/",
-        "location": f"s3://{bucket}/{prefix}",
+        "root": f"s3://{parsed['bucket']}/",
+        "location": f"s3://{parsed['bucket']}/{prefix}",
         "credentials_secret": secret,
         "ca_secret": ca_secret,
     }

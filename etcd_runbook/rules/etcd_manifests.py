@@ -13,24 +13,24 @@ from __future__ import annotations
 
 from typing import Any
 
-GROUP = "etcd.runbook.io"
-LABEL_CLUSTER = f"{GROUP}/cluster"
-LABEL_MEMBER = f"{GROUP}/member"
-LABEL_VERSION = f"{GROUP}/version"
-LABEL_VOTER = f"{GROUP}/voter"
-ANN_POD_HASH = f"{GROUP}/pod-hash"
-ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
-ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
-ANN_VERSION = f"{GROUP}/version"
-ANN_MEMBER_ID = f"{GROUP}/member-id"
-ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
-# watches.yaml preemptionOptOutAnnotation: a Pod deletion the runbook made itself.
-ANN_DELETED_BY_RUNBOOK = f"{GROUP}/deleted-by-runbook"
-# On a CA Secret put back from what the members trust: the Secret its certificate came from.
-ANN_RESTORED_FROM = f"{GROUP}/restored-from"
-ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
-ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
-ANN_BOOTSTRAP_STARTED = f"{GROUP}/bootstrap-started"
+from etcd_runbook.names import (
+    ANN_BOOTSTRAP_STARTED,
+    ANN_CLUSTER_ID,
+    ANN_DELETED_BY_RUNBOOK,
+    ANN_HEALTHY_RUN,
+    ANN_HEALTHY_SINCE,
+    ANN_INITIAL_CLUSTER,
+    ANN_INITIAL_STATE,
+    ANN_MEMBER_ID,
+    ANN_POD_HASH,
+    ANN_RESTORED_FROM,
+    ANN_VERSION,
+    GROUP,
+    LABEL_CLUSTER,
+    LABEL_MEMBER,
+    LABEL_VERSION,
+    LABEL_VOTER,
+)
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532

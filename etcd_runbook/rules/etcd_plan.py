@@ -36,42 +36,40 @@ import hashlib
 import json
 import re
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
-GROUP = "etcd.runbook.io"
-# A member's claim records (annotations) how it first starts and, once joined, who it is.
-ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
-ANN_INITIAL_STATE = f"{GROUP}/initial-cluster-state"
-ANN_MEMBER_ID = f"{GROUP}/member-id"
-ANN_CLUSTER_ID = f"{GROUP}/cluster-id"
-ANN_VERSION = f"{GROUP}/version"
-ANN_FENCED = f"{GROUP}/fenced"
-ANN_REMOVING = f"{GROUP}/removing"
-# A claim an EtcdRestore Job is still writing: no Pod may start on half a data dir.
-ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
-# On the EtcdCluster: the EtcdRestore that writes its first member, so it never seeds an empty one.
-ANN_RESTORE = f"{GROUP}/restore"
-# On the EtcdCluster, written before its first Pod: the --initial-cluster its members were
-# started into. From then on no member is ever made `new` again.
-ANN_BOOTSTRAP_STARTED = f"{GROUP}/bootstrap-started"
-# On the EtcdCluster, set to a version: upgrade to it without the snapshot a minor upgrade
-# otherwise starts with (a person's decision, written down).
-ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
-# On the one-off EtcdBackup taken before a minor upgrade: the minor it is taken for.
-LABEL_BEFORE_UPGRADE = f"{GROUP}/before-upgrade"
-# A member Pod carries what it was made from.
-ANN_POD_HASH = f"{GROUP}/pod-hash"
-# On a member Pod made by a roll that is not over: when the runbook first saw it healthy (its
-# own clock, the look's time) and which run of its container that was (the kubelet's
-# startedAt of the container and lastTransitionTime of Ready, compared, never subtracted).
-ANN_HEALTHY_SINCE = f"{GROUP}/healthy-since"
-ANN_HEALTHY_RUN = f"{GROUP}/healthy-run"
-LABEL_CLUSTER = f"{GROUP}/cluster"
-LABEL_MEMBER = f"{GROUP}/member"
-LABEL_VERSION = f"{GROUP}/version"
-LABEL_VOTER = f"{GROUP}/voter"
-LABEL_TLS_FOR = f"{GROUP}/tls-for"
+from etcd_runbook.names import (
+    ANN_BOOTSTRAP_STARTED,
+    ANN_CLUSTER_ID,
+    ANN_FENCED,
+    ANN_HEALTHY_RUN,
+    ANN_HEALTHY_SINCE,
+    ANN_INITIAL_CLUSTER,
+    ANN_INITIAL_STATE,
+    ANN_MEMBER_ID,
+    ANN_POD_HASH,
+    ANN_REMOVING,
+    ANN_RESTORE,
+    ANN_RESTORE_PENDING,
+    ANN_UPGRADE_WITHOUT_SNAPSHOT,
+    ANN_VERSION,
+    GROUP,
+    LABEL_BEFORE_UPGRADE,
+    LABEL_CLUSTER,
+    LABEL_MEMBER,
+    LABEL_TLS_FOR,
+    LABEL_VERSION,
+    LABEL_VOTER,
+)
+from etcd_runbook.rules.etcd_pods import (
+    container_spec,
+    container_trouble,
+    healthy_run,
+    restart_trouble,
+    seconds_between,
+    unschedulable,
+)
+from etcd_runbook.rules.etcd_tls_secrets import client_material, secret_names
 
 DEFAULT_VERSION = "3.6.16"
 DEFAULT_REPOSITORY = "gcr.io/etcd-development/etcd"
@@ -90,15 +88,7 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # etcd cannot run in was seen killed for memory 11 s after it first answered.
 DEFAULT_MIN_READY_SECONDS = 30
 MAX_MIN_READY_SECONDS = 3600
-# What the kubelet says of a container that cannot start: its image cannot be had...
-IMAGE_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-# ...or it cannot be made or keeps failing.
-START_FAILURES = (
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-)
+
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
 POD_TEMPLATE_REVISION = 2
 
@@ -422,16 +412,6 @@ def node_loss_seconds(value: Any) -> int | None:
     return hours * 3600 + minutes * 60 + seconds
 
 
-def _seconds_between(earlier: str, later: str) -> float | None:
-    """Seconds from one RFC 3339 UTC time to another; None when either is missing or bad."""
-    try:
-        start = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(later.replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
-        return None
-    return (end - start).total_seconds()
-
-
 def not_allowed(spec: dict[str, Any], options: dict[str, Any]) -> list[dict[str, str]]:
     """What the spec asks for outside its administrator's allow-lists, each refusal naming its
     field: the image repository the members run (`options.allowed_repositories`, the
@@ -537,12 +517,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
         "quota_bytes": quota,
         "tls": tls_enabled,
         "tls_own": tls_enabled and not user_secrets,
-        "secrets": {
-            "ca": f"{name}-ca",
-            "peer": user_secrets.get("peer") or f"{name}-peer-tls",
-            "server": user_secrets.get("server") or f"{name}-server-tls",
-            "client": user_secrets.get("client") or f"{name}-client-tls",
-        },
+        "secrets": secret_names(name, tls),
         "pod": {
             "labels": dict(pod.get("labels") or {}),
             "annotations": dict(pod.get("annotations") or {}),
@@ -617,33 +592,15 @@ def tls_material(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str
 
 def tls_client(secrets: list[dict[str, Any]], obj: dict[str, Any]) -> dict[str, str]:
     """The decoded CA, certificate and key the runbook's etcd modules connect with (kept under
-    no_log): the server Secret's CA and the client Secret's pair, or what stands in for one
-    that is gone (etcd_runbook/observe/etcd_observe.py client_material, whose twin this is: the role
-    reads the same material the look did). {} when nothing holds them."""
+    no_log): what the look connected with (`client_material`). {} when nothing holds them."""
     names = normalize_spec(obj, {})["secrets"]
-    server, client = names["server"], names["client"]
-    data = {_meta(s).get("name"): s.get("data") or {} for s in secrets}
-    tls = {_meta(s).get("name") for s in secrets if s.get("type") == "kubernetes.io/tls"}
-    others = sorted(str(n) for n in data if n not in (server, client))
-    ca = next(
-        (data[n]["ca.crt"] for n in [server, client, *others] if data.get(n, {}).get("ca.crt")),
-        "",
-    )
-    pairs = [client] + [n for n in [server, *others] if n in tls]
-    pair = next(
-        (
-            (data[n]["tls.crt"], data[n]["tls.key"])
-            for n in pairs
-            if {"tls.crt", "tls.key"} <= set(data.get(n, {}))
-        ),
-        None,
-    )
-    if not ca or pair is None:
+    chosen = client_material(secrets, names["server"], names["client"])
+    if chosen is None:
         return {}
     try:
         return {
             k: base64.b64decode(v).decode()
-            for k, v in zip(("ca", "cert", "key"), (ca, *pair), strict=True)
+            for k, v in zip(("ca", "cert", "key"), chosen, strict=True)
         }
     except (binascii.Error, UnicodeDecodeError):
         return {}
@@ -893,19 +850,6 @@ def pod_ready(pod: dict[str, Any]) -> bool:
     )
 
 
-def unschedulable(pod: dict[str, Any]) -> str:
-    """The scheduler's word on a Pod it found no node for (PodScheduled False, Unschedulable),
-    or '' when it was placed or has not been tried yet."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if (c.get("type"), c.get("status"), c.get("reason")) == (
-            "PodScheduled",
-            "False",
-            "Unschedulable",
-        ):
-            return str(c.get("message") or "no node fits it").strip()
-    return ""
-
-
 def _unschedulable_refusal(name: str, why: str) -> dict[str, str]:
     field = "spec.pod.antiAffinity" if "anti-affinity" in why else "spec.pod"
     return _refusal(
@@ -914,104 +858,6 @@ def _unschedulable_refusal(name: str, why: str) -> dict[str, str]:
         f"{name}'s Pod cannot be scheduled ({why}); no other member is added or promoted "
         f"until it runs: give it a node, or change {field}",
     )
-
-
-def _etcd_status(pod: dict[str, Any]) -> dict[str, Any]:
-    """The etcd container's status; {} before the kubelet reports one."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == "etcd":
-            return dict(status)
-    return {}
-
-
-def _last_words(message: Any) -> str:
-    """The last line a failed container left (with FallbackToLogsOnError, its log's tail),
-    kept short: status is no log."""
-    lines = [line.strip() for line in str(message or "").splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
-
-
-def _ended_why(ended: dict[str, Any], restarts: int) -> tuple[str, str]:
-    """(cause, why) of a container that ended: killed for memory, or exited with an error."""
-    again = f", {restarts} restart{'s' if restarts != 1 else ''}" if restarts else ""
-    if ended.get("reason") == "OOMKilled":
-        return "memory", f"etcd was killed for want of memory (OOMKilled{again})"
-    words = _last_words(ended.get("message"))
-    return "crash", (
-        f"etcd exited ({ended.get('reason') or 'Error'}, exit code {ended.get('exitCode')}"
-        f"{again}){': ' + words if words else ''}"
-    )
-
-
-def container_trouble(pod: dict[str, Any]) -> dict[str, str]:
-    """Why the Pod's etcd container cannot run, as the kubelet says it now: its image cannot
-    be pulled, the container cannot be made, or it failed (killed for memory, or exited with
-    an error) and waits to be started again. {cause (image, memory, crash), reason, why}; {}
-    while it runs or is being started. The wait in etcd_runbook/observe/etcd_observe.py stops on the
-    same (tests/unit/test_filter_twins.py)."""
-    status = _etcd_status(pod)
-    state = status.get("state") or {}
-    waiting = state.get("waiting") or {}
-    reason = str(waiting.get("reason") or "")
-    restarts = int(status.get("restartCount") or 0)
-    if reason in IMAGE_FAILURES:
-        words = _last_words(waiting.get("message"))
-        image = _container_spec(pod).get("image") or status.get("image")
-        return {
-            "cause": "image",
-            "reason": reason,
-            "why": f"its image {image} cannot be pulled ({reason}{': ' + words if words else ''})",
-        }
-    ended = state.get("terminated") or {}
-    if reason in START_FAILURES:
-        ended = ended or (status.get("lastState") or {}).get("terminated") or {}
-        if not ended:
-            words = _last_words(waiting.get("message"))
-            return {
-                "cause": "crash",
-                "reason": reason,
-                "why": f"its container cannot start ({reason}{': ' + words if words else ''})",
-            }
-    elif not ended or ended.get("exitCode", 0) == 0:
-        return {}
-    cause, why = _ended_why(ended, restarts)
-    return {"cause": cause, "reason": reason or str(ended.get("reason") or "Error"), "why": why}
-
-
-def restart_trouble(pod: dict[str, Any]) -> dict[str, str]:
-    """Why a member Pod made by a roll is not to be trusted yet though it runs now: its
-    container restarted (killed for memory, or exited) since the Pod was made; {} if never."""
-    status = _etcd_status(pod)
-    restarts = int(status.get("restartCount") or 0)
-    if not restarts:
-        return {}
-    ended = (status.get("lastState") or {}).get("terminated") or {}
-    cause, why = _ended_why(ended, restarts)
-    return {"cause": cause, "reason": str(ended.get("reason") or "Restarted"), "why": why}
-
-
-def healthy_run(pod: dict[str, Any]) -> str:
-    """Which run of the member's container is Ready: its start and its Ready transition, as
-    the kubelet wrote them; '' while the Pod is not Ready or the container not running."""
-    running = (_etcd_status(pod).get("state") or {}).get("running") or {}
-    ready = next(
-        (
-            c
-            for c in (pod.get("status") or {}).get("conditions") or []
-            if c.get("type") == "Ready" and c.get("status") == "True"
-        ),
-        None,
-    )
-    if ready is None or not running:
-        return ""
-    return f"{running.get('startedAt') or ''}/{ready.get('lastTransitionTime') or ''}"
-
-
-def _container_spec(pod: dict[str, Any]) -> dict[str, Any]:
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == "etcd":
-            return dict(container)
-    return {}
 
 
 def _quota_arg(container: dict[str, Any]) -> str:
@@ -1026,7 +872,7 @@ def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]
     if not old:
         return []
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-    new_c, old_c = _container_spec(new), _container_spec(old)
+    new_c, old_c = container_spec(new), container_spec(old)
     new_repo, _, new_tag = str(new_c.get("image") or "").rpartition(":")
     old_repo, _, old_tag = str(old_c.get("image") or "").rpartition(":")
     new_aff, old_aff = new_spec.get("affinity") or {}, old_spec.get("affinity") or {}
@@ -1321,12 +1167,12 @@ def node_state(node: dict[str, Any]) -> tuple[bool, float | None, str]:
         return False, 0.0, ""
     since = str(node.get("ready_since") or "")
     if silent is not None:
-        kubelet = _seconds_between(since, str(node.get("renewed") or ""))
+        kubelet = seconds_between(since, str(node.get("renewed") or ""))
         seconds = None if kubelet is None else kubelet + silent
     else:
         # No Lease to count on: from the condition's change (its writer's clock) to the API
         # server's answer.
-        seconds = _seconds_between(since, str(node.get("read_at") or ""))
+        seconds = seconds_between(since, str(node.get("read_at") or ""))
     # Unmeasurable: lost, but never due (a replacement is not made on a guess).
     return True, max(0.0, seconds or 0.0), "is not Ready"
 
@@ -1669,7 +1515,7 @@ def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> d
         healthy = bool(run) and o.healthy(name)
         marked = annotations_of(pod)
         since = (
-            _seconds_between(marked.get(ANN_HEALTHY_SINCE, ""), o.observed_at)
+            seconds_between(marked.get(ANN_HEALTHY_SINCE, ""), o.observed_at)
             if marked.get(ANN_HEALTHY_RUN) == run
             else None
         )

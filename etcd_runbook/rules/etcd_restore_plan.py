@@ -28,18 +28,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-GROUP = "etcd.runbook.io"
-LABEL_RESTORE = f"{GROUP}/restore"
-# On the EtcdCluster: the EtcdRestore writing its first member (name, and uid to tell a
-# restore of the same name made later from this one).
-ANN_RESTORE = f"{GROUP}/restore"
-ANN_RESTORE_UID = f"{GROUP}/restore-uid"
-# On the first member's claim: the uid of the restore still writing it. Removed once the
-# restore Job succeeded; until then no Pod is ever started on the claim.
-ANN_RESTORE_PENDING = f"{GROUP}/restore-pending"
-ANN_RESTORED_FROM = f"{GROUP}/restored-from"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "etcd-runbook-operator"}
-LABEL_CLUSTER = f"{GROUP}/cluster"
+from etcd_runbook.names import (
+    ANN_RESTORE,
+    ANN_RESTORE_PENDING,
+    ANN_RESTORE_UID,
+    ANN_RESTORED_FROM,
+    GROUP,
+    LABEL_CLUSTER,
+    LABEL_RESTORE,
+    MANAGED_BY,
+)
+from etcd_runbook.rules.etcd_s3_store import (
+    StoreSpecError,
+    ca_mount,
+    ca_volume,
+    credentials_env,
+    store,
+)
 
 # etcd's documented advice: far above any revision the old cluster reached after the snapshot.
 BUMP_REVISION = 1_000_000_000
@@ -61,7 +66,6 @@ SOURCE_FIELD = "spec.source"
 _S3_LOCATION = re.compile(r"^s3://([^/]+)/(.+)$")
 _PVC_LOCATION = re.compile(r"^pvc://([^/]+)/(.+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_ENDPOINT = re.compile(r"^https?://[^/\s]+$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The reason words the fetch step's modules give (its line reads "<step>: <Reason>: <why>").
 FETCH_REASONS = (
@@ -110,40 +114,12 @@ def _labels(obj: dict[str, Any] | None) -> dict[str, str]:
     return _meta(obj).get("labels") or {}
 
 
-# Twin of etcd_backup_plan.py's (filter plugins cannot share code): test_filter_twins.py.
-def _aws_host(endpoint: str) -> bool:
-    host = endpoint.split("://", 1)[-1].split(":", 1)[0]
-    return host == "amazonaws.com" or host.endswith(".amazonaws.com")
-
-
 def _store(s3: dict[str, Any], field: str) -> dict[str, Any]:
     """The store as etcd_snapshot takes it, checked (a run by hand has no schema)."""
-    endpoint, bucket = s3.get("endpoint"), s3.get("bucket")
-    if not isinstance(endpoint, str) or not _ENDPOINT.match(endpoint):
-        raise RestoreRefused(
-            "InvalidSpec",
-            f"{field}.endpoint",
-            f"{field}.endpoint must be http(s)://host[:port], not {endpoint!r}",
-        )
-    if not isinstance(bucket, str) or not bucket:
-        raise RestoreRefused("InvalidSpec", f"{field}.bucket", f"{field}.bucket is required")
-    secret = s3.get("credentialsSecret")
-    if not isinstance(secret, str) or not _NAME.match(secret):
-        raise RestoreRefused(
-            "InvalidSpec",
-            f"{field}.credentialsSecret",
-            f"{field}.credentialsSecret must name a Secret, not {secret!r}",
-        )
-    path_style = s3.get("pathStyle")
-    return {
-        "endpoint": endpoint,
-        "bucket": bucket,
-        "region": str(s3.get("region") or "us-east-1"),
-        "path_style": bool(path_style) if isinstance(path_style, bool) else not _aws_host(endpoint),
-        "credentials_secret": secret,
-        "ca_secret": str(s3.get("caSecret") or ""),
-        "field": field,
-    }
+    try:
+        return {**store(s3, field), "field": field}
+    except StoreSpecError as error:
+        raise RestoreRefused("InvalidSpec", error.field, str(error)) from None
 
 
 def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> dict[str, Any]:
@@ -336,28 +312,11 @@ def _fetch_from_s3(
             {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(store["path_style"]).lower()},
         ]
     )
-    for variable, key in (
-        ("AWS_ACCESS_KEY_ID", "accessKeyId"),
-        ("AWS_SECRET_ACCESS_KEY", "secretAccessKey"),
-    ):
-        env.append(
-            {
-                "name": variable,
-                "valueFrom": {"secretKeyRef": {"name": store["credentials_secret"], "key": key}},
-            }
-        )
+    env.extend(credentials_env(store["credentials_secret"]))
     if store["ca_secret"]:
-        mounts.append({"name": "s3-ca", "mountPath": S3_CA_DIR, "readOnly": True})
+        mounts.append(ca_mount(S3_CA_DIR))
         env.append({"name": "ETCD_RESTORE_CA_FILE", "value": f"{S3_CA_DIR}/ca.crt"})
-        volumes.append(
-            {
-                "name": "s3-ca",
-                "secret": {
-                    "secretName": store["ca_secret"],
-                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                },
-            }
-        )
+        volumes.append(ca_volume(store["ca_secret"]))
 
 
 def upload_wait(options: dict[str, Any]) -> int:

@@ -10,7 +10,8 @@ and read a manifest, and `SnapshotCatalog` does the rest.
 
 A manifest names who wrote the snapshot: `backup` (the EtcdBackup's namespace, name and uid)
 and `clusterID` (the etcd cluster's). A retention deletes only what its own manifests name
-(`ownership`, twin of the etcd_backup_plan filter's: tests/unit/test_filter_twins.py).
+(`ownership`: the backup plan prunes by it, and etcd_snapshot_store refuses to delete
+anything else by it).
 """
 
 from __future__ import annotations

@@ -568,7 +568,7 @@ def with_status(status: dict, annotation: str = "") -> dict:
     obj = backup()
     obj["status"] = status
     if annotation:
-        obj["metadata"]["annotations"] = {bj.ANNOTATION_CHECK: annotation}
+        obj["metadata"]["annotations"] = {bj.ANN_CHECK_REQUESTED: annotation}
     return obj
 
 

@@ -695,7 +695,12 @@ def test_a_wait_probes_only_the_awaited_members_until_they_answer(reads, answers
 def _failing(name: str, restarts: int = 0, **state: dict) -> dict:
     pod = _pod(name, ip="10.0.0.9")
     pod["status"]["containerStatuses"] = [
-        {"name": "etcd", "restartCount": restarts, "state": state or {"running": {}}}
+        {
+            "name": "etcd",
+            "image": "etcd:v3.6.16",
+            "restartCount": restarts,
+            "state": state or {"running": {}},
+        }
     ]
     return pod
 
@@ -703,16 +708,20 @@ def _failing(name: str, restarts: int = 0, **state: dict) -> dict:
 @pytest.mark.parametrize(
     ("pod", "said"),
     [
-        (_failing("e-3", waiting={"reason": "ErrImagePull"}), "its container waits: ErrImagePull"),
+        # The plan's words (etcd_runbook/rules/etcd_pods.py): it halts the roll on the same.
+        (
+            _failing("e-3", waiting={"reason": "ErrImagePull"}),
+            "its image etcd:v3.6.16 cannot be pulled (ErrImagePull)",
+        ),
         (
             _failing("e-3", 2, waiting={"reason": "CrashLoopBackOff"}),
-            "its container waits: CrashLoopBackOff",
+            "its container cannot start (CrashLoopBackOff)",
         ),
         (
             _failing("e-3", terminated={"reason": "OOMKilled", "exitCode": 137}),
-            "its container ended: OOMKilled",
+            "etcd was killed for want of memory (OOMKilled)",
         ),
-        (_failing("e-3", 1), "its container restarted 1 time(s)"),
+        (_failing("e-3", 1), "etcd exited (Error, exit code None, 1 restart)"),
         # Being made, or running since it was made: nothing to say.
         (_failing("e-3", waiting={"reason": "ContainerCreating"}), ""),
         (_failing("e-3"), ""),

@@ -32,6 +32,7 @@ lint: venv
 	ruff check .
 	ruff format --check .
 	mypy
+	lint-imports --no-cache
 	ansible-lint --profile production -q
 	shellcheck -x $(SHELL_SCRIPTS)
 

@@ -9,8 +9,9 @@ import time
 
 from .config import Watch
 from .events import EventRecorder
+from .inflight import InFlight
 from .informer import ObjKey
-from .intake import InFlight, Intake
+from .intake import Intake
 from .kube import Kube, Resource
 from .metrics import Metrics
 from .reconcile import Reconciler

@@ -22,11 +22,11 @@ from typing import Any
 
 from .config import Dependent, Watch
 from .fingerprint import Seen
+from .inflight import InFlight
 from .informer import Informer, ObjKey, obj_key
 from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
 from .nodes import LEASES, NODE_LEASE_NAMESPACE, NodeSilence, pods_on
-from .runner import PlaybookRunner
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -87,55 +87,6 @@ def _field_name(obj: dict[str, Any], path: tuple[str, ...]) -> str | None:
     if not isinstance(value, str) or value in ("", ".", "..") or "/" in value or "%" in value:
         return None
     return value
-
-
-def run_name(key: ObjKey) -> str:
-    return f"{key[0]}/{key[1]}"
-
-
-class InFlight:
-    """Which objects have a run in flight (and for which generation), and which of those runs
-    were asked to stop early."""
-
-    def __init__(self, runner: PlaybookRunner, kind: str) -> None:
-        self._runner = runner
-        self._kind = kind
-        self._lock = threading.Lock()
-        self._running: dict[ObjKey, int] = {}
-        self._preempted: set[ObjKey] = set()
-
-    def begin(self, key: ObjKey, generation: int) -> None:
-        with self._lock:
-            self._running[key] = generation
-
-    def end(self, key: ObjKey) -> bool:
-        """The run of `key` is over; returns whether it had been preempted."""
-        with self._lock:
-            self._running.pop(key, None)
-            preempted = key in self._preempted
-            self._preempted.discard(key)
-        return preempted
-
-    def older_than(self, key: ObjKey, generation: int) -> bool:
-        with self._lock:
-            return key in self._running and generation > self._running[key]
-
-    def is_preempted(self, key: ObjKey) -> bool:
-        with self._lock:
-            return key in self._preempted
-
-    def preempt(self, key: ObjKey, why: str) -> None:
-        with self._lock:
-            if key not in self._running or key in self._preempted:
-                return
-            self._preempted.add(key)
-        if self._runner.stop_at_task_boundary(run_name(key)):
-            log.info(
-                "%s %s/%s: %s; the run in flight stops at its next task boundary",
-                self._kind,
-                *key,
-                why,
-            )
 
 
 class Intake:

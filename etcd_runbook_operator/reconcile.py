@@ -13,8 +13,8 @@ from .config import Target, Watch
 from .events import EventRecorder
 from .extravars import build_extravars
 from .fingerprint import Seen, SkipTracker, fingerprint, urgent_fingerprint
+from .inflight import InFlight, run_name
 from .informer import ObjKey, obj_key
-from .intake import InFlight, run_name
 from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
 from .progress import RunProgress

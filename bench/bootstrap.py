@@ -35,12 +35,9 @@ work directory printed at the start.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -49,18 +46,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.docs_section import write_section
-from bench.operator_latency import (
-    Bench,
-    InCluster,
-    add_where_arguments,
+from bench.harness.cluster import (
+    K8sCluster,
+    available,
     cluster_up,
-    fmt,
-    median,
-    process_pid,
-    row,
+    delete_claims,
+    etcd_cluster,
+    gone,
+    healthy,
+    member_image,
+    pod_ready,
+    proxy,
+    stamp,
     wait_for,
 )
+from bench.harness.measured_operator import (
+    NAMESPACE,
+    SELECTOR,
+    Bench,
+    add_where_arguments,
+    operator_watching,
+)
+from bench.harness.report import command, finish, fmt, load1, median, parse_args, row, trials_row
+from bench.harness.static_etcd import (
+    STATIC_LABEL,
+    create_static,
+    delete_static,
+    static_objects,
+)
+from etcd_runbook_operator.kube import ApiException
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
@@ -70,198 +84,6 @@ HEAL_GOAL = 10.0
 RATIO_GOAL = 1.5
 # Where the Deployment (config/manager) has the operator keep its runs' artifacts.
 ARTIFACTS_IN_POD = "/var/lib/etcd-runbook-operator/artifacts"
-
-sys.path.insert(0, str(REPO))
-from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
-from tests.e2e.helpers import etcd_cluster  # noqa: E402
-from tests.e2e.operator_process import OperatorProcess  # noqa: E402
-from tests.k8s_cluster import K8sCluster  # noqa: E402
-
-
-def gone(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiException as exc:
-        if exc.status == 404:
-            return True
-        raise
-    return False
-
-
-def proxy(kube: Kube, ns: str, pod: str, port: int, path: str) -> str:
-    """GET through the API server's pod proxy; the body, or an exception unless 2xx."""
-    resp = kube._call("GET", f"/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/{path}", timeout=5)
-    body = resp.read().decode(errors="replace")
-    if not 200 <= resp.status <= 299:
-        raise RuntimeError(f"{pod}:{port}/{path}: HTTP {resp.status} {body[:200]}")
-    return str(body)
-
-
-def healthy(kube: Kube, ns: str, pod: str, port: int) -> bool:
-    """etcd's own /health: true once the member sees a leader and serves a read."""
-    try:
-        return bool(json.loads(proxy(kube, ns, pod, port, "health")).get("health") == "true")
-    except Exception:
-        return False
-
-
-def pod_ready(pod: dict[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-
-def available(obj: dict[str, Any], size: int) -> bool:
-    """As Bench.available, on an object already read."""
-    status = obj.get("status", {})
-    return (
-        any(
-            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
-        )
-        and status.get("readyMembers") == size
-        and status.get("observedGeneration") == obj.get("metadata", {}).get("generation")
-    )
-
-
-def stamp(iso: str) -> float:
-    return datetime.datetime.fromisoformat(iso).timestamp()
-
-
-def load1() -> float:
-    return os.getloadavg()[0]
-
-
-# --- static baseline --------------------------------------------------------------------------
-STATIC_LABEL = "bench.etcd.runbook.io/static"
-
-
-def member_fqdn(ns: str, name: str, member: str) -> str:
-    return f"{member}.{name}.{ns}.svc.cluster.local"
-
-
-def initial_cluster(ns: str, name: str) -> str:
-    return ",".join(
-        f"{m}=http://{member_fqdn(ns, name, m)}:2380" for m in (f"{name}-{i}" for i in range(SIZE))
-    )
-
-
-def static_objects(
-    ns: str,
-    name: str,
-    image: str,
-    app: str = "etcd-static-bench",
-    label: str = STATIC_LABEL,
-    durable: bool = False,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The headless Service and three member Pods, named as the operator names them
-    (<name>-<i>.<name>.<ns>.svc.cluster.local), every member listed from the start, labelled
-    `app` and `label`=<name>, data in an emptyDir `data` mounted at /var/lib/etcd. `durable`:
-    the data on a claim `<member>-data` each (static_claims) and TLS between members and for
-    clients, from the Secret `<name>-tls` (static_tls_secret)."""
-    members = [f"{name}-{i}" for i in range(SIZE)]
-    scheme = "https" if durable else "http"
-
-    def fqdn(member: str) -> str:
-        return member_fqdn(ns, name, member)
-
-    initial = initial_cluster(ns, name).replace("http://", f"{scheme}://")
-    labels = {"app.kubernetes.io/name": app, label: name}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "clusterIP": "None",
-            # As the operator's: peers resolve each other before any is Ready.
-            "publishNotReadyAddresses": True,
-            "selector": labels,
-            "ports": [
-                {"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"},
-                {"name": "peer", "port": 2380, "targetPort": 2380, "protocol": "TCP"},
-            ],
-        },
-    }
-    pods = []
-    for member in members:
-        args = [
-            f"--name={member}",
-            "--data-dir=/var/lib/etcd/data",
-            f"--listen-peer-urls={scheme}://0.0.0.0:2380",
-            f"--listen-client-urls={scheme}://0.0.0.0:2379",
-            "--listen-metrics-urls=http://0.0.0.0:2381",
-            f"--advertise-client-urls={scheme}://{fqdn(member)}:2379",
-            f"--initial-advertise-peer-urls={scheme}://{fqdn(member)}:2380",
-            f"--initial-cluster={initial}",
-            "--initial-cluster-state=new",
-            f"--initial-cluster-token={name}",
-        ]
-        mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
-        volumes: list[dict[str, Any]] = [{"name": "data", "emptyDir": {}}]
-        if durable:
-            tls = "/etc/etcd/tls"
-            args += [
-                "--client-cert-auth=true",
-                f"--trusted-ca-file={tls}/ca.crt",
-                f"--cert-file={tls}/tls.crt",
-                f"--key-file={tls}/tls.key",
-                "--peer-client-cert-auth=true",
-                f"--peer-trusted-ca-file={tls}/ca.crt",
-                f"--peer-cert-file={tls}/tls.crt",
-                f"--peer-key-file={tls}/tls.key",
-            ]
-            mounts.append({"name": "tls", "mountPath": tls, "readOnly": True})
-            volumes = [
-                {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}},
-                {"name": "tls", "secret": {"secretName": f"{name}-tls", "defaultMode": 0o440}},
-            ]
-        pods.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": member, "labels": labels},
-                "spec": {
-                    "hostname": member,
-                    "subdomain": name,
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "fsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [
-                        {
-                            "name": "etcd",
-                            "image": image,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["/usr/local/bin/etcd"],
-                            "args": args,
-                            "ports": [
-                                {"name": "client", "containerPort": 2379},
-                                {"name": "peer", "containerPort": 2380},
-                                {"name": "metrics", "containerPort": 2381},
-                            ],
-                            "readinessProbe": {
-                                "httpGet": {"path": "/health", "port": 2381},
-                                "periodSeconds": 5,
-                                "timeoutSeconds": 3,
-                                "failureThreshold": 3,
-                            },
-                            "securityContext": {
-                                "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True,
-                                "runAsNonRoot": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "volumeMounts": mounts,
-                        }
-                    ],
-                    "volumes": volumes,
-                },
-            }
-        )
-    return service, pods
 
 
 def static_claims(name: str) -> list[dict[str, Any]]:
@@ -304,7 +126,6 @@ def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
 def pod_artifacts(k8s: K8sCluster, workdir: Path) -> Callable[[str], None]:
     """Copies one EtcdCluster's ansible-runner artifacts out of the in-cluster operator's Pod
     into `workdir`/artifacts, in the layout a host process writes them."""
-    from tests.e2e.operator_incluster import NAMESPACE, SELECTOR
 
     def sync(path: str) -> None:
         pod = json.loads(
@@ -351,13 +172,11 @@ class Run:
     def image(self) -> str:
         """The image the operator's member Pods run for VERSION: the server-defaulted
         spec.repository (a dry-run create), laid out as etcd_manifests.member_pod does."""
-        obj = self.kube.request(
-            "POST",
+        return member_image(
+            self.kube,
             self.bench.etcd_path(),
-            {"dryRun": "All"},
             etcd_cluster("image-probe", size=SIZE, version=VERSION),
         )
-        return f"{obj['spec']['repository']}:v{obj['spec']['version']}"
 
     # --- static --------------------------------------------------------------------------
     def static_trial(self, name: str, image: str, durable: bool = False) -> dict[str, float]:
@@ -368,11 +187,7 @@ class Run:
             self.kube.create(f"{core}/secrets", static_tls_secret(self.ns, name))
         load = load1()
         started = time.monotonic()
-        self.kube.create(f"{core}/services", service)
-        for claim in static_claims(name) if durable else []:
-            self.kube.create(f"{core}/persistentvolumeclaims", claim)
-        for pod in pods:
-            self.kube.create(self.pods_path(), pod)
+        create_static(self.kube, self.ns, service, pods, static_claims(name) if durable else [])
         # The metrics port serves /health over plain http either way.
         wait_for(
             lambda: all(healthy(self.kube, self.ns, m, 2381) for m in members),
@@ -385,17 +200,9 @@ class Run:
         return {"healthy": seconds, "load": load}
 
     def static_delete(self, name: str, members: list[str], durable: bool = False) -> None:
-        core = f"/api/v1/namespaces/{self.ns}"
-        for member in members:
-            self.kube.delete(self.pods_path(member))
-        self.kube.delete(f"{core}/services/{name}")
-        wait_for(
-            lambda: all(gone(self.kube, self.pods_path(m)) for m in members),
-            300,
-            1,
-            f"static {name}'s Pods gone",
-        )
+        delete_static(self.kube, self.ns, name, members)
         if durable:
+            core = f"/api/v1/namespaces/{self.ns}"
             for member in members:
                 self.kube.delete(f"{core}/persistentvolumeclaims/{member}-data")
             self.kube.delete(f"{core}/secrets/{name}-tls")
@@ -446,19 +253,7 @@ class Run:
     def operator_delete(self, name: str) -> None:
         self.kube.delete(self.bench.etcd_path(name))
         wait_for(lambda: gone(self.kube, self.bench.etcd_path(name)), 600, 1, f"{name} deleted")
-        # Claims are kept when an EtcdCluster goes: this benchmark does not want them.
-        claims = f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims"
-        selector = {"labelSelector": f"etcd.runbook.io/cluster={name}"}
-        self.kube.request("DELETE", claims, selector)
-        wait_for(
-            lambda: (
-                not self.kube.get(claims, selector)["items"]
-                and not self.kube.get(self.pods_path(), selector)["items"]
-            ),
-            300,
-            1,
-            f"{name}'s claims and Pods gone",
-        )
+        delete_claims(self.kube, self.ns, name, 300)
         self.bench.idle()
 
     def keep_artifacts(self, name: str, now: bool = False) -> None:
@@ -543,7 +338,7 @@ class Run:
     def heal_trial(self, name: str, victim: str) -> dict[str, Any]:
         path = self.pods_path(victim)
         old_uid = self.kube.get(path)["metadata"]["uid"]
-        runs_before = self.bench.counter("success") + self.bench.counter("failure")
+        runs_before = self.bench.runs_done()
         load = load1()
         started = time.monotonic()
         self.kube.delete(path)
@@ -576,7 +371,7 @@ class Run:
                 saw_missing = True
             if "ready" in marks and member_ready and available(obj, SIZE):
                 try:
-                    runs = self.bench.counter("success") + self.bench.counter("failure")
+                    runs = self.bench.runs_done()
                 except OSError:
                     runs = runs_before
                 if saw_missing or runs > runs_before:
@@ -590,29 +385,19 @@ class Run:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
     ns = f"bench-{uuid.uuid4().hex[:8]}"
-    k8s.kubectl("create", "namespace", ns)
     workdir = Path(tempfile.mkdtemp(prefix="bench-bootstrap-"))
     print(f"namespace {ns}, work directory {workdir}", flush=True)
     report: dict[str, Any] = {"trials": args.trials, "workdir": str(workdir), "ns": ns}
     report["where"] = args.where
     report["load_start"] = load1()
     began = time.monotonic()
-    op: OperatorProcess | None = None
-    incluster: InCluster | None = None
-    try:
+    # The shipped watches.yaml (resync 60 s); HostOperator's own default is 300 s.
+    host_args = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
+    with operator_watching(k8s, ns, args.where, args.ref, workdir, host_args) as bench:
         if args.where == "host":
-            # The shipped watches.yaml (resync 60 s); OperatorProcess's own default is 300 s.
-            extra = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
-            op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
-            op.start()
-            op.wait_running(3)
-            bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
             r = Run(bench, workdir)
         else:
-            incluster = InCluster(k8s, args.ref)  # the shipped watches.yaml
-            bench = incluster.start()
-            bench.ns = ns
-            report["operator_image"] = incluster.image
+            report["operator_image"] = bench.image
             r = Run(bench, workdir, pod_artifacts(k8s, workdir))
         wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
         image = r.image()
@@ -651,13 +436,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["heal_leader"] = leader_heals
         report["load_end"] = load1()
         report["minutes"] = (time.monotonic() - began) / 60
-    finally:
-        k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
-        if op is not None:
-            op.stop()
-        if incluster is not None:
-            incluster.stop()
-        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     return report
 
 
@@ -666,21 +444,13 @@ def heal_rows(heals: list[dict[str, Any]], what: str) -> list[str]:
         return [h[key] for h in heals]
 
     return [
-        row(
-            f"{what}: DELETE -> new Pod exists",
-            fmt(col("recreated")),
-            f"{median(col('recreated')):.1f}",
-        ),
-        row(
-            f"{what}: DELETE -> the new member's etcd /health true",
-            fmt(col("healthy")),
-            f"{median(col('healthy')):.1f}",
-        ),
-        row(f"{what}: DELETE -> Pod Ready", fmt(col("ready")), f"{median(col('ready')):.1f}"),
-        row(
+        trials_row(f"{what}: DELETE -> new Pod exists", col("recreated")),
+        trials_row(f"{what}: DELETE -> the new member's etcd /health true", col("healthy")),
+        trials_row(f"{what}: DELETE -> Pod Ready", col("ready")),
+        trials_row(
             f"**{what}: DELETE -> Pod Ready and status Available, all members ready**",
-            fmt(col("available")),
-            f"**{median(col('available')):.1f}**",
+            col("available"),
+            bold=True,
         ),
     ]
 
@@ -716,26 +486,14 @@ def section(report: dict[str, Any], command: str) -> str:
     heal = report["heal"]
     heal_median = median([h["available"] for h in heal])
     rows = [
-        row(
-            "static: first POST -> 3 members' /health true",
-            fmt(static),
-            f"{median(static):.1f}",
-        ),
+        trials_row("static: first POST -> 3 members' /health true", static),
         row(
             "static with a claim per member and TLS: first POST -> 3 members' /health true",
             fmt(durable),
             f"{median(durable):.1f}" if durable else "",
         ),
-        row(
-            "operator: POST -> 3 members' /health true",
-            fmt(op_healthy),
-            f"{median(op_healthy):.1f}",
-        ),
-        row(
-            "**operator: POST -> Available, 3 ready members**",
-            fmt(op_avail),
-            f"**{median(op_avail):.1f}**",
-        ),
+        trials_row("operator: POST -> 3 members' /health true", op_healthy),
+        trials_row("**operator: POST -> Available, 3 ready members**", op_avail, bold=True),
     ]
     heal_table = heal_rows(heal, "not the leader")
     if report["heal_leader"]:
@@ -819,14 +577,5 @@ def main(argv: list[str]) -> int:
         "--leader-trials", type=int, default=1, help="heal trials that delete the leader"
     )
     add_where_arguments(parser)
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
-    )
-    args = parser.parse_args(argv)
-    report = run(args)
-    print(json.dumps(report, indent=1))
-    text = section(report, ("python bench/run.py bootstrap " + " ".join(argv)).strip())
-    print(text)
-    if not args.no_docs:
-        write_section(HEADING, text)
-    return 0
+    args = parse_args(parser, argv)
+    return finish(run(args), section, HEADING, command("bootstrap", argv), args.no_docs)

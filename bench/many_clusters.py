@@ -26,7 +26,6 @@ rewrites this benchmark's section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,18 +34,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bootstrap import load1  # noqa: E402
-from bench.docs_section import write_section  # noqa: E402
-from bench.operator_latency import (  # noqa: E402
-    Bench,
-    InCluster,
-    fmt,
-    median,
-    one_member_cluster,
-    row,
+from bench.harness.cluster import (  # noqa: E402
+    UP_TIMEOUT,
+    available,
+    cluster_up,
+    hack_cluster,
     wait_for,
 )
-from tests.k8s_cluster import UP_TIMEOUT, K8sCluster, run_cluster  # noqa: E402
+from bench.harness.measured_operator import Bench, InCluster, one_member_cluster  # noqa: E402
+from bench.harness.report import command, finish, fmt, load1, median, parse_args, row  # noqa: E402
 
 HEADING = "## Operator: many EtcdClusters at once"
 POLL = 2.0
@@ -73,21 +69,8 @@ def create_all(bench: Bench, names: list[str], timeout: float) -> dict[str, floa
     return marks
 
 
-def available(obj: dict[str, Any], size: int) -> bool:
-    status = obj.get("status", {})
-    return (
-        any(
-            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
-        )
-        and status.get("readyMembers") == size
-        and status.get("observedGeneration") == obj["metadata"]["generation"]
-    )
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
-    kubeconfig = Path(run_cluster("kubeconfig", timeout=30))
-    k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=Path(run_cluster("bin", timeout=30)))
+    k8s = cluster_up(nodes=3)
     ns = f"bench-many-{int(time.time())}"
     report: dict[str, Any] = {"ref": args.ref, "clusters": args.clusters, "load_start": load1()}
     incluster = InCluster(k8s, args.ref)  # the shipped watches.yaml
@@ -123,7 +106,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         incluster.stop()
-        run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
+        hack_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
     return report
 
 
@@ -218,15 +201,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window", type=float, default=180, help="idle CPU window (s)")
     parser.add_argument("--bound", type=float, default=2400, help="bound of the create wait (s)")
     parser.add_argument("--ref", default="HEAD", help="git ref of the operator; 'worktree' too")
-    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
-    args = parser.parse_args(argv)
-    report = run(args)
-    print(json.dumps(report, indent=1))
-    text = section(report, ("python bench/run.py many " + " ".join(argv)).strip())
-    print(text)
-    if not args.no_docs:
-        write_section(HEADING, text)
-    return 0
+    args = parse_args(parser, argv)
+    return finish(run(args), section, HEADING, command("many", argv), args.no_docs)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,19 +38,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bootstrap import load1  # noqa: E402
-from bench.docs_section import write_section  # noqa: E402
-from bench.operator_latency import fmt, median, row  # noqa: E402
-from bench.restore import operator_tree  # noqa: E402
-from tests.e2e.operator_incluster import (  # noqa: E402
-    DEPLOYMENT,
-    NAMESPACE,
-    SELECTOR,
-    InClusterOperator,
-    deploy,
-    replicas,
+from bench.harness.cluster import (  # noqa: E402
+    UP_TIMEOUT,
+    K8sCluster,
+    cluster_up,
+    etcd_cluster,
+    hack_cluster,
 )
-from tests.k8s_cluster import UP_TIMEOUT, K8sCluster, run_cluster  # noqa: E402
+from bench.harness.measured_operator import NAMESPACE, SELECTOR, InCluster  # noqa: E402
+from bench.harness.report import command, finish, load1, parse_args, row, trials_row  # noqa: E402
 
 HEADING = "## Node loss: noticed and replaced, against Kubernetes' NotReady"
 POLL = 0.5
@@ -94,15 +88,8 @@ def available(k8s: K8sCluster, ns: str, name: str) -> dict[str, Any] | None:
 
 
 def trial(k8s: K8sCluster, ns: str, name: str, timeout_spec: str, bound: float) -> dict[str, Any]:
-    spec = {"size": 3, "version": "3.6.16", "storage": {"size": "1Gi"}}
-    spec["nodeLossTimeout"] = timeout_spec
-    manifest = {
-        "apiVersion": "etcd.runbook.io/v1alpha1",
-        "kind": "EtcdCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    }
-    k8s.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    manifest = etcd_cluster(name, size=3, version="3.6.16", nodeLossTimeout=timeout_spec)
+    k8s.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(manifest))
     obj = until(
         f"{name} Available",
         bound,
@@ -116,7 +103,7 @@ def trial(k8s: K8sCluster, ns: str, name: str, timeout_spec: str, bound: float) 
     victim = next(m for m, n in placed.items() if n == node)
     old_id = next(m["id"] for m in obj["status"]["members"] if m["name"] == victim)
 
-    run_cluster("node", "stop", node, timeout=120)
+    hack_cluster("node", "stop", node, timeout=120)
     start = time.monotonic()
     seen: dict[str, float] = {}
     try:
@@ -138,7 +125,7 @@ def trial(k8s: K8sCluster, ns: str, name: str, timeout_spec: str, bound: float) 
         if "available" not in seen:
             raise TimeoutError(f"{name}: not Available again within {bound:.0f}s: {seen}")
     finally:
-        run_cluster("node", "start", node, timeout=300)
+        hack_cluster("node", "start", node, timeout=300)
     until(
         f"{name} Available with the node back",
         bound,
@@ -149,11 +136,8 @@ def trial(k8s: K8sCluster, ns: str, name: str, timeout_spec: str, bound: float) 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
-    kubeconfig = Path(run_cluster("kubeconfig", timeout=30))
-    k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=Path(run_cluster("bin", timeout=30)))
-    asked = replicas(k8s)
-    tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-node-loss-tree-")))
+    k8s = cluster_up(nodes=3)
+    incluster = InCluster(k8s, args.ref)
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     report: dict[str, Any] = {
         "ref": args.ref,
@@ -161,8 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_start": load1(),
     }
     try:
-        report["operator_image"] = deploy(k8s, tree)
-        InClusterOperator(k8s).wait_running()
+        report["operator_image"] = incluster.deploy()
         k8s.kubectl("create", "namespace", ns)
         report["trials"] = []
         for i in range(args.trials):
@@ -172,18 +155,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["load_end"] = load1()
     finally:
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        k8s.kubectl(
-            "-n",
-            NAMESPACE,
-            "scale",
-            "deployment",
-            DEPLOYMENT,
-            f"--replicas={asked}",
-            check=False,
-        )
-        run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
-        if tree != REPO:
-            shutil.rmtree(tree, ignore_errors=True)
+        incluster.stop()
+        hack_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
     return report
 
 
@@ -206,23 +179,11 @@ def section(report: dict[str, Any], command: str) -> str:
         "",
         row("measure", "trials", "median"),
         row("---", "---", "---"),
-        row(
-            "Kubernetes calls the node NotReady (baseline)",
-            fmt(col["not_ready"]),
-            f"{median(col['not_ready']):.1f}",
-        ),
-        row("the operator says `NodeLost`", fmt(col["noticed"]), f"{median(col['noticed']):.1f}"),
-        row("noticed / NotReady", fmt(ratio, 2), f"{median(ratio):.2f}"),
-        row(
-            "the lost member removed from etcd",
-            fmt(col["removed"]),
-            f"{median(col['removed']):.1f}",
-        ),
-        row(
-            "a fresh member in, Available with 3 ready",
-            fmt(col["available"]),
-            f"{median(col['available']):.1f}",
-        ),
+        trials_row("Kubernetes calls the node NotReady (baseline)", col["not_ready"]),
+        trials_row("the operator says `NodeLost`", col["noticed"]),
+        trials_row("noticed / NotReady", ratio, digits=2),
+        trials_row("the lost member removed from etcd", col["removed"]),
+        trials_row("a fresh member in, Available with 3 ready", col["available"]),
         "",
         "The replacement cannot start before `nodeLossTimeout` has passed since the kubelet was",
         "last heard from (its last Lease renewal, up to 10 s before the stop).",
@@ -237,15 +198,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--node-loss-timeout", default="60s", help="spec.nodeLossTimeout")
     parser.add_argument("--bound", type=float, default=600, help="bound of each wait (s)")
     parser.add_argument("--ref", default="HEAD", help="git ref of the operator; 'worktree' too")
-    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
-    args = parser.parse_args(argv)
-    report = run(args)
-    print(json.dumps(report, indent=1))
-    text = section(report, ("python bench/run.py node-loss " + " ".join(argv)).strip())
-    print(text)
-    if not args.no_docs:
-        write_section(HEADING, text)
-    return 0
+    args = parse_args(parser, argv)
+    return finish(run(args), section, HEADING, command("node-loss", argv), args.no_docs)
 
 
 if __name__ == "__main__":

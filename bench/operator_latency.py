@@ -30,42 +30,26 @@ docs/benchmarks.md. Every wait is bounded; the namespace is deleted at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.docs_section import write_section
+from bench.harness.cluster import cluster_up, wait_for
+from bench.harness.measured_operator import (
+    Bench,
+    add_where_arguments,
+    one_member_cluster,
+    operator_watching,
+)
+from bench.harness.report import command, finish, fmt, median, parse_args, row, trials_row
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: latency, resync CPU, memory"
-GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
-
-sys.path.insert(0, str(REPO))
-from etcd_runbook_operator.kube import Kube  # noqa: E402
-from tests.e2e.operator_process import OperatorProcess  # noqa: E402
-from tests.k8s_cluster import K8sCluster  # noqa: E402
-
-
-def cluster_up() -> K8sCluster:
-    up = subprocess.run(
-        [str(REPO / "hack" / "cluster"), "up"], capture_output=True, text=True, timeout=3600
-    )
-    if up.returncode != 0:
-        raise SystemExit(f"hack/cluster up failed:\n{up.stderr[-4000:]}")
-    bin_dir = subprocess.run(
-        [str(REPO / "hack" / "cluster"), "bin"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return K8sCluster(kubeconfig=Path(up.stdout.strip()), bin_dir=Path(bin_dir))
 
 
 def bench_watches(workdir: Path, full_run_interval: str) -> Path:
@@ -84,159 +68,34 @@ def bench_watches(workdir: Path, full_run_interval: str) -> Path:
     return path
 
 
-wait_for = K8sCluster.wait_for
+def noop_resyncs(bench: Bench, window: float) -> dict[str, float]:
+    skipped = "etcd_runbook_operator_reconcile_skipped_total"
+    key = f'{skipped}{{kind="EtcdCluster"}}'
+    runs_before = bench.runs_done()
+    skips_before, cpu_before = bench.metrics().get(key, 0.0), bench.cpu_seconds()
+    time.sleep(window)
+    skips, cpu = bench.metrics().get(key, 0.0) - skips_before, bench.cpu_seconds() - cpu_before
+    runs = bench.runs_done() - runs_before
+    return {"skips": skips, "cpu": cpu, "runs": runs, "window": window}
 
 
-def one_member_cluster(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "etcd.runbook.io/v1alpha1",
-        "kind": "EtcdCluster",
-        "metadata": {"name": name},
-        "spec": {"size": 1, "storage": {"size": "1Gi"}},
-    }
-
-
-class Bench:
-    def __init__(
-        self, k8s: K8sCluster, ns: str, metrics_address: str, pid: Callable[[], int]
-    ) -> None:
-        """`metrics_address`: host:port of the operator's /metrics; `pid`: the operator
-        process's PID on this machine (a host process, or the in-cluster container's)."""
-        self.k8s = k8s
-        self.ns = ns
-        self.metrics_address = metrics_address
-        self.pid = pid
-        self.kube = Kube(k8s.api_client())
-
-    # --- reading -----------------------------------------------------------------------------
-    def etcd_path(self, name: str = "") -> str:
-        return f"{GROUP_PATH}/namespaces/{self.ns}/etcdclusters" + (f"/{name}" if name else "")
-
-    def dependents(self, kind: str, cluster: str) -> list[str]:
-        query = {"labelSelector": f"etcd.runbook.io/cluster={cluster}"}
-        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/{kind}", query)["items"]
-        return [i["metadata"]["name"] for i in items]
-
-    def available(self, name: str, size: int) -> bool:
-        obj = self.kube.get(self.etcd_path(name))
-        status = obj.get("status", {})
-        avail = any(
-            c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions", [])
-        )
-        return (
-            avail
-            and status.get("readyMembers") == size
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-        )
-
-    def metrics(self) -> dict[str, float]:
-        text = urllib.request.urlopen(f"http://{self.metrics_address}/metrics", timeout=5)
-        out: dict[str, float] = {}
-        for line in text.read().decode().splitlines():
-            if line.startswith("etcd_runbook_operator_reconcile"):
-                key, _, value = line.rpartition(" ")
-                out[key] = float(value)
-        return out
-
-    def counter(self, result: str) -> float:
-        key = f'etcd_runbook_operator_reconcile_total{{kind="EtcdCluster",result="{result}"}}'
-        return self.metrics().get(key, 0.0)
-
-    def cpu_seconds(self) -> float:
-        """utime + stime of the operator, of its live children (its ansible fork server) and
-        of the children each has waited for (the runs: ansible-runner's, or the server's
-        keepers, which wait for their run)."""
-        ticks = 0
-        for pid in [self.pid(), *children(self.pid())]:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += sum(int(f) for f in fields[11:15])
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    def memory_mib(self) -> dict[str, float]:
-        """The operator process's VmRSS and VmHWM, and `server`: its fork server's VmRSS."""
-        out: dict[str, float] = {"server": 0.0}
-        for pid in [self.pid(), *children(self.pid())]:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                key, _, value = line.partition(":")
-                if pid != self.pid() and key == "VmRSS":
-                    out["server"] += int(value.split()[0]) / 1024
-                elif pid == self.pid() and key in ("VmRSS", "VmHWM"):
-                    out[key] = int(value.split()[0]) / 1024  # kB -> MiB
-        return out
-
-    def idle(self, settle: float = 5.0, timeout: float = 300) -> None:
-        """Wait until no reconcile has finished (other than skips) for `settle` seconds."""
-
-        def quiet() -> bool:
-            before = self.counter("success") + self.counter("failure")
-            time.sleep(settle)
-            return before == self.counter("success") + self.counter("failure")
-
-        wait_for(quiet, timeout, 0.1, "the operator to be idle")
-
-    # --- actions -----------------------------------------------------------------------------
-    def create(self, name: str) -> dict[str, float]:
-        started = time.monotonic()
-        self.kube.create(self.etcd_path(), one_member_cluster(name))
-        wait_for(lambda: self.dependents("pods", name), 300, 0.1, f"{name}'s first Pod")
-        first_pod = time.monotonic() - started
-        wait_for(lambda: self.available(name, 1), 600, 0.5, f"{name} Available")
-        return {"first_pod": first_pod, "available": time.monotonic() - started}
-
-    def scale_up(self, name: str) -> dict[str, float]:
-        generation = int(self.kube.get(self.etcd_path(name))["metadata"]["generation"]) + 1
-
-        def reacted() -> bool:
-            status = self.kube.get(self.etcd_path(name)).get("status", {})
-            return any(
-                c["type"] == "Progressing"
-                and c["status"] == "True"
-                and c.get("observedGeneration") == generation
-                for c in status.get("conditions", [])
-            )
-
-        def acted() -> bool:
-            new = f"{name}-1"
-            return new in self.dependents("pods", name) or f"{new}-data" in self.dependents(
-                "persistentvolumeclaims", name
-            )
-
-        started = time.monotonic()
-        self.kube.merge_patch(self.etcd_path(name), {"spec": {"size": 2}})
-        wait_for(reacted, 300, 0.05, f"{name}: Progressing for generation {generation}")
-        reaction = time.monotonic() - started
-        wait_for(acted, 300, 0.1, f"{name}: the new member's claim or Pod")
-        action = time.monotonic() - started
-        wait_for(lambda: self.available(name, 2), 600, 0.5, f"{name} Available with 2")
-        return {"reaction": reaction, "action": action, "available": time.monotonic() - started}
-
-    def noop_resyncs(self, window: float) -> dict[str, float]:
-        skipped = "etcd_runbook_operator_reconcile_skipped_total"
-        key = f'{skipped}{{kind="EtcdCluster"}}'
-        runs_before = self.counter("success") + self.counter("failure")
-        skips_before, cpu_before = self.metrics().get(key, 0.0), self.cpu_seconds()
-        time.sleep(window)
-        skips, cpu = self.metrics().get(key, 0.0) - skips_before, self.cpu_seconds() - cpu_before
-        runs = self.counter("success") + self.counter("failure") - runs_before
-        return {"skips": skips, "cpu": cpu, "runs": runs, "window": window}
-
-    def full_run(self, name: str, nonce: str) -> dict[str, float]:
-        done_before = self.counter("success") + self.counter("failure")
-        cpu_before, started = self.cpu_seconds(), time.monotonic()
-        # Annotations of the API group are inputs (the fingerprint covers them): one full run.
-        self.kube.merge_patch(
-            self.etcd_path(name), {"metadata": {"annotations": {"etcd.runbook.io/bench": nonce}}}
-        )
-        wait_for(
-            lambda: self.counter("success") + self.counter("failure") > done_before,
-            600,
-            0.2,
-            f"{name}: the forced full run",
-        )
-        elapsed = time.monotonic() - started
-        # The fork server reaps a run's keeper within a second: only then is the run's CPU its.
-        time.sleep(1.5)
-        return {"cpu": self.cpu_seconds() - cpu_before, "seconds": elapsed}
+def full_run(bench: Bench, name: str, nonce: str) -> dict[str, float]:
+    done_before = bench.runs_done()
+    cpu_before, started = bench.cpu_seconds(), time.monotonic()
+    # Annotations of the API group are inputs (the fingerprint covers them): one full run.
+    bench.kube.merge_patch(
+        bench.etcd_path(name), {"metadata": {"annotations": {"etcd.runbook.io/bench": nonce}}}
+    )
+    wait_for(
+        lambda: bench.runs_done() > done_before,
+        600,
+        0.2,
+        f"{name}: the forced full run",
+    )
+    elapsed = time.monotonic() - started
+    # The fork server reaps a run's keeper within a second: only then is the run's CPU its.
+    time.sleep(1.5)
+    return {"cpu": bench.cpu_seconds() - cpu_before, "seconds": elapsed}
 
 
 FLOOR_PLAY = """- hosts: localhost
@@ -263,125 +122,30 @@ def floor_run(workdir: Path) -> dict[str, float]:
     return {"cpu": cpu, "seconds": time.monotonic() - started}
 
 
-def row(*cells: str) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def fmt(values: list[float], digits: int = 1) -> str:
-    return ", ".join(f"{v:.{digits}f}" for v in values)
-
-
-def process_pid(op: OperatorProcess) -> int:
-    assert op.proc is not None
-    return op.proc.pid
-
-
-class InCluster:
-    """The operator as users deploy it (config/default, its image built from the committed tree
-    of `ref`), with the benchmark's resync period and skip-rule bound, when given, written into
-    the tree's watches.yaml before the build; start() deploys it, stop() scales it back."""
-
-    def __init__(
-        self,
-        k8s: K8sCluster,
-        ref: str,
-        resync: int | None = None,
-        full_run_interval: str | None = None,
-    ) -> None:
-        from bench.restore import operator_tree
-        from tests.e2e.operator_incluster import replicas
-
-        self.k8s = k8s
-        self.asked = replicas(k8s)
-        self.tree = operator_tree(ref, Path(tempfile.mkdtemp(prefix="bench-operator-tree-")))
-        self.resync, self.full_run_interval = resync, full_run_interval
-        self.image = ""
-
-    def start(self) -> Bench:
-        import yaml
-
-        from tests.e2e.operator_incluster import (
-            NAMESPACE,
-            SELECTOR,
-            InClusterOperator,
-            deploy,
-            operator_host_pids,
-        )
-
-        if self.resync is not None or self.full_run_interval is not None:
-            path = self.tree / "watches.yaml"
-            watches = yaml.safe_load(path.read_text())
-            for entry in watches:
-                if self.resync is not None:
-                    entry["reconcilePeriod"] = f"{self.resync}s"
-                if self.full_run_interval is not None:
-                    entry["fullRunInterval"] = self.full_run_interval
-            path.write_text(yaml.safe_dump(watches))
-        self.image = deploy(self.k8s, self.tree)
-        InClusterOperator(self.k8s).wait_running()
-        pod = json.loads(
-            self.k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json").stdout
-        )["items"][0]
-
-        def pid() -> int:
-            pids = operator_host_pids()
-            assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
-            return pids[0]
-
-        # The Pod network is routed to this machine (hack/cluster): /metrics by the Pod's IP.
-        return Bench(self.k8s, "", f"{pod['status']['podIP']}:8080", pid)
-
-    def stop(self) -> None:
-        import shutil
-
-        from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE
-
-        self.k8s.kubectl(
-            "-n",
-            NAMESPACE,
-            "scale",
-            "deployment",
-            DEPLOYMENT,
-            f"--replicas={self.asked}",
-            check=False,
-        )
-        if self.tree != REPO:
-            shutil.rmtree(self.tree, ignore_errors=True)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
     ns = f"bench-{uuid.uuid4().hex[:8]}"
-    k8s.kubectl("create", "namespace", ns)
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
     report: dict[str, Any] = {
         "resync": args.resync,
         "full_run_interval": args.full_run_interval,
         "where": args.where,
     }
-    op: OperatorProcess | None = None
-    incluster: InCluster | None = None
-    try:
-        if args.where == "host":
-            extra = [
-                "--reconcile-period",
-                str(args.resync),
-                "--watches-file",
-                str(bench_watches(workdir, args.full_run_interval)),
-            ]
-            op = OperatorProcess(k8s, ns, workdir, extra_args=extra)
-            op.start()
-            op.wait_running(3)
-            bench = Bench(k8s, ns, op.metrics_address, lambda: process_pid(op))
-        else:
-            incluster = InCluster(k8s, args.ref, args.resync, args.full_run_interval)
-            bench = incluster.start()
-            bench.ns = ns
-            report["image"] = incluster.image
+    host_args = (
+        [
+            "--reconcile-period",
+            str(args.resync),
+            "--watches-file",
+            str(bench_watches(workdir, args.full_run_interval)),
+        ]
+        if args.where == "host"
+        else []
+    )
+    with operator_watching(
+        k8s, ns, args.where, args.ref, workdir, host_args, args.resync, args.full_run_interval
+    ) as bench:
+        if args.where != "host":
+            report["image"] = bench.image
         wait_for(lambda: bench.metrics() is not None, 60, 0.5, "the operator's metrics")
         names = [f"lat-{i}" for i in range(args.trials)]
         creates = []
@@ -404,14 +168,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # A window is only a no-op window if no playbook ran in it (a Pod status change can
         # still start one); a few tries, then the figure says how many runs it includes.
         for _ in range(3):
-            report["noop"] = bench.noop_resyncs(args.window)
+            report["noop"] = noop_resyncs(bench, args.window)
             print(f"no-op resyncs: {report['noop']}", flush=True)
             if not report["noop"]["runs"]:
                 break
             bench.idle()
         fulls = []
         for i in range(args.full_runs):
-            fulls.append(bench.full_run(names[0], f"{i}-{uuid.uuid4().hex[:6]}"))
+            fulls.append(full_run(bench, names[0], f"{i}-{uuid.uuid4().hex[:6]}"))
             print(f"full run: {fulls[-1]}", flush=True)
             bench.idle(settle=3)
         report["fulls"] = fulls
@@ -432,13 +196,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["memory_n"] = bench.memory_mib()
         report["clusters"] = len(names) + len(extra_names)
         report["load"] = os.getloadavg()[0]
-    finally:
-        k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
-        if op is not None:
-            op.stop()
-        if incluster is not None:
-            incluster.stop()
-        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     return report
 
 
@@ -462,17 +219,15 @@ def section(report: dict[str, Any], command: str) -> str:
     m1, mn = report["memory_1"], report["memory_n"]
     latency_rows = "\n".join(
         [
-            row("create -> first member Pod exists", fmt(first_pod), f"{median(first_pod):.1f}"),
-            row("create -> Available", fmt(avail), f"{median(avail):.1f}"),
-            row(
+            trials_row("create -> first member Pod exists", first_pod),
+            trials_row("create -> Available", avail),
+            trials_row(
                 "spec change (size 1 -> 2) -> watcher reacts (Progressing, new generation)",
-                fmt(reaction, 2),
-                f"{median(reaction):.2f}",
+                reaction,
+                digits=2,
             ),
-            row(
-                "spec change -> runbook's first change (the new member's claim or Pod)",
-                fmt(action),
-                f"{median(action):.1f}",
+            trials_row(
+                "spec change -> runbook's first change (the new member's claim or Pod)", action
             ),
         ]
     )
@@ -576,30 +331,6 @@ up to --max-concurrent-reconciles).
 """
 
 
-def children(pid: int) -> list[int]:
-    """The live children of `pid` that run Python (the fork server; not ansible-runner's
-    short-lived clients)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"forkserver.py" in cmdline:
-                found.append(int(child))
-    return found
-
-
-def add_where_arguments(parser: argparse.ArgumentParser) -> None:
-    """--where and --ref: which operator a benchmark measures (InCluster, or a host process)."""
-    parser.add_argument(
-        "--where",
-        choices=("incluster", "host"),
-        default="incluster",
-        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
-        "host process (through kubectl port-forwards)",
-    )
-    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py operator", description=__doc__)
     parser.add_argument("--trials", type=int, default=3)
@@ -613,14 +344,5 @@ def main(argv: list[str]) -> int:
         help="the skip rule's bound (fullRunInterval); longer than the whole benchmark",
     )
     add_where_arguments(parser)
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
-    )
-    args = parser.parse_args(argv)
-    report = run(args)
-    print(json.dumps(report, indent=1))
-    text = section(report, ("python bench/run.py operator " + " ".join(argv)).strip())
-    print(text)
-    if not args.no_docs:
-        write_section(HEADING, text)
-    return 0
+    args = parse_args(parser, argv)
+    return finish(run(args), section, HEADING, command("operator", argv), args.no_docs)

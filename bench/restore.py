@@ -4,19 +4,20 @@
 
 Brings the local cluster (hack/cluster up) and its S3 store (hack/object-store up: versitygw in
 namespace object-store, Service s3, Secret s3-credentials) up, and deploys the operator in the
-cluster as users run it (config/default and the image hack/build-operator-image builds, as
-tests/e2e/operator_incluster.py does), both from the committed tree of --ref (default HEAD,
-exported with `git archive`; `--ref worktree` for the working tree): the restore Job's fetch
-step runs the operator's image, which the in-cluster operator names from its own Pod. In one
-fresh namespace:
+cluster as users run it (config/default and the image hack/build-operator-image builds:
+InCluster of bench/harness/measured_operator.py), both from the committed tree of --ref
+(default HEAD, exported with `git archive`; `--ref worktree` for the working tree): the
+restore Job's fetch step runs the operator's image, which the in-cluster operator names from
+its own Pod. In one fresh namespace:
 
 1. setup: an EtcdCluster `origin` (3 members, etcd 3.6.16, TLS; its volumes sized so that
    the backend quota, which follows the volume, holds the database) is filled through a
-   port-forward to a member (the etcd client of bench/etcd_member.py over the cluster's own
-   client certificate, several puts in flight) with distinct keys of --value-kb random bytes
-   until etcd's database reaches --size-mb (bounded by --fill-seconds); an EtcdBackup streams
-   its snapshot into a fresh bucket of the store; then the EtcdCluster and its claims are
-   deleted. Only the snapshot in S3 is left, as after losing a cluster.
+   port-forward to a member (the etcd client of bench/harness/etcd_member.py over the
+   cluster's own client certificate, several puts in flight) with distinct keys of
+   --value-kb random bytes until etcd's database reaches --size-mb (bounded by
+   --fill-seconds); an EtcdBackup streams its snapshot into a fresh bucket of the store;
+   then the EtcdCluster and its claims are deleted. Only the snapshot in S3 is left, as
+   after losing a cluster.
 2. trials, alternating (baseline, operator, baseline, operator ...), --trials of each:
    - baseline, etcd's documented restore done by hand on the same Kubernetes: a headless
      Service and three Pods of the image the operator's members run, each with two init
@@ -49,55 +50,54 @@ import json
 import math
 import os
 import re
-import select
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bootstrap import (  # noqa: E402
+from bench.harness.cluster import (  # noqa: E402
+    GROUP_PATH,
+    K8sCluster,
     available,
+    cluster_up,
+    delete_claims,
+    etcd_cluster,
     gone,
     healthy,
-    initial_cluster,
-    load1,
-    member_fqdn,
+    member_image,
+    port_forward,
     proxy,
     stamp,
+    wait_for,
+)
+from bench.harness.measured_operator import DEPLOYMENT, NAMESPACE, InCluster  # noqa: E402
+from bench.harness.object_store import (  # noqa: E402
+    STORE_NS,
+    credentials_secret,
+    object_store_up,
+    read_credentials,
+    store_client,
+)
+from bench.harness.report import command, finish, fmt, load1, median, parse_args, trials_row  # noqa: E402
+from bench.harness.static_etcd import (  # noqa: E402
+    create_static,
+    delete_static,
+    initial_cluster,
+    member_fqdn,
     static_objects,
 )
-from bench.docs_section import write_section  # noqa: E402
-from bench.operator_latency import cluster_up, fmt, median, row, wait_for  # noqa: E402
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
-from tests.e2e.operator_incluster import (  # noqa: E402
-    DEPLOYMENT,
-    NAMESPACE,
-    InClusterOperator,
-    deploy,
-    replicas,
-)
-from tests.e2e.test_etcdbackup import backup, credentials_secret  # noqa: E402
-from tests.k8s_cluster import K8sCluster  # noqa: E402
-from tests.object_store import read_credentials  # noqa: E402
-from tests.s3_local import stop_process  # noqa: E402
 
 HEADING = "## Restore: EtcdRestore against etcdutl restore and a static start"
-GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
 VERSION = "3.6.16"
 SIZE = 3
 BUSYBOX = "local/busybox:1"
-REGION = "us-east-1"
 BUMP = 1_000_000_000
-STORE_NS = "object-store"
-FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
 # The watcher's line at the end of each playbook run.
 RUN_END = re.compile(
     r"^(?P<time>\S+ \S+) INFO etcd_runbook_operator\.reconcile: (?P<kind>\w+)"
@@ -114,48 +114,6 @@ def storage_gi(size_mb: int) -> int:
 
 def cluster_spec(size_mb: int) -> dict[str, Any]:
     return {"size": SIZE, "version": VERSION, "storage": {"size": f"{storage_gi(size_mb)}Gi"}}
-
-
-@contextlib.contextmanager
-def port_forward(k8s: K8sCluster, ns: str, target: str, port: int) -> Iterator[int]:
-    """kubectl port-forward on 127.0.0.1; yields the local port, always stopped."""
-    proc = subprocess.Popen(
-        [
-            str(k8s.kubectl_path),
-            "--kubeconfig",
-            str(k8s.kubeconfig),
-            "-n",
-            ns,
-            "port-forward",
-            "--address",
-            "127.0.0.1",
-            target,
-            f":{port}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        deadline = time.monotonic() + 30
-        local = 0
-        while not local:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
-            if not ready:
-                raise TimeoutError(f"port-forward {target}: no local port within 30 s")
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"port-forward {target} failed: {proc.stderr.read()}")
-            if match := FORWARDING.search(line):
-                local = int(match.group(1))
-        yield local
-    finally:
-        stop_process(proc, grace=5)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def secret_data(kube: Kube, ns: str, name: str) -> dict[str, bytes]:
@@ -240,9 +198,10 @@ BASE_LABEL = "bench.etcd.runbook.io/restore-baseline"
 def baseline_objects(
     ns: str, name: str, image: str, url: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """bench/bootstrap.py's static cluster, each member's data first written by two init
-    steps: busybox wget of the object into an emptyDir, then `etcdutl snapshot restore` with
-    the flags the operator's restore Job gives (a new token, revisions bumped, compacted)."""
+    """The static cluster of bench/harness/static_etcd.py, each member's data first written by
+    two init steps: busybox wget of the object into an emptyDir, then `etcdutl snapshot
+    restore` with the flags the operator's restore Job gives (a new token, revisions bumped,
+    compacted)."""
     service, pods = static_objects(ns, name, image, "etcd-restore-bench", BASE_LABEL)
     locked = {
         "allowPrivilegeEscalation": False,
@@ -296,7 +255,7 @@ def baseline_objects(
 class Run:
     def __init__(self, k8s: K8sCluster, ns: str, args: argparse.Namespace) -> None:
         self.k8s = k8s
-        self.kube = Kube(k8s.api_client())
+        self.kube = k8s.kube()
         self.ns = ns
         self.args = args
 
@@ -313,31 +272,18 @@ class Run:
         return list(self.kube.get(self.path(kind), {"labelSelector": selector})["items"])
 
     def image(self) -> str:
-        """As bench/bootstrap.py: the image the operator's members run, from a dry run."""
-        obj = self.kube.request(
-            "POST",
+        """The image the operator's members run, from a dry run."""
+        return member_image(
+            self.kube,
             self.path("etcdclusters"),
-            {"dryRun": "All"},
-            {
-                "apiVersion": "etcd.runbook.io/v1alpha1",
-                "kind": "EtcdCluster",
-                "metadata": {"name": "image-probe"},
-                "spec": cluster_spec(self.args.size_mb),
-            },
+            etcd_cluster("image-probe", **cluster_spec(self.args.size_mb)),
         )
-        return f"{obj['spec']['repository']}:v{obj['spec']['version']}"
 
     # --- setup -------------------------------------------------------------------------------
     def origin(self, name: str) -> dict[str, Any]:
         began = time.monotonic()
         self.kube.create(
-            self.path("etcdclusters"),
-            {
-                "apiVersion": "etcd.runbook.io/v1alpha1",
-                "kind": "EtcdCluster",
-                "metadata": {"name": name},
-                "spec": cluster_spec(self.args.size_mb),
-            },
+            self.path("etcdclusters"), etcd_cluster(name, **cluster_spec(self.args.size_mb))
         )
         wait_for(
             lambda: available(self.kube.get(self.path("etcdclusters", name)), SIZE),
@@ -368,8 +314,15 @@ class Run:
 
     def backup(self, name: str, cluster: str, endpoint: str, bucket: str) -> dict[str, Any]:
         began = time.monotonic()
+        s3 = {"endpoint": endpoint, "bucket": bucket, "prefix": "bench", "credentialsSecret": "s3"}
         self.kube.create(
-            self.path("etcdbackups"), backup(name, cluster, endpoint, bucket, "s3", prefix="bench")
+            self.path("etcdbackups"),
+            {
+                "apiVersion": "etcd.runbook.io/v1alpha1",
+                "kind": "EtcdBackup",
+                "metadata": {"name": name},
+                "spec": {"clusterName": cluster, "destination": {"s3": s3}},
+            },
         )
 
         def done() -> dict[str, Any]:
@@ -389,17 +342,7 @@ class Run:
         with contextlib.suppress(ApiException):
             self.kube.delete(self.path("etcdclusters", name))
         wait_for(lambda: gone(self.kube, self.path("etcdclusters", name)), 600, 1, f"{name} gone")
-        selector = {"labelSelector": f"etcd.runbook.io/cluster={name}"}
-        self.kube.request("DELETE", self.path("persistentvolumeclaims"), selector)
-        wait_for(
-            lambda: (
-                not self.kube.get(self.path("persistentvolumeclaims"), selector)["items"]
-                and not self.kube.get(self.path("pods"), selector)["items"]
-            ),
-            600,
-            1,
-            f"{name}'s claims and Pods gone",
-        )
+        delete_claims(self.kube, self.ns, name, 600)
 
     # --- baseline ----------------------------------------------------------------------------
     def baseline_trial(self, name: str, image: str, url: str) -> dict[str, Any]:
@@ -408,9 +351,7 @@ class Run:
         load = load1()
         wall = time.time()
         started = time.monotonic()
-        self.kube.create(self.path("services"), service)
-        for pod in pods:
-            self.kube.create(self.path("pods"), pod)
+        create_static(self.kube, self.ns, service, pods)
         member_healthy: dict[str, float] = {}
         deadline = started + self.args.timeout
         while len(member_healthy) < SIZE:
@@ -427,15 +368,7 @@ class Run:
         containers = {
             m: container_times(self.kube.get(self.path("pods", m)), wall) for m in members
         }
-        for member in members:
-            self.kube.delete(self.path("pods", member))
-        self.kube.delete(self.path("services", name))
-        wait_for(
-            lambda: all(gone(self.kube, self.path("pods", m)) for m in members),
-            300,
-            1,
-            f"baseline {name}'s Pods gone",
-        )
+        delete_static(self.kube, self.ns, name, members)
         return {
             "healthy": seconds,
             "members": sorted(member_healthy.values()),
@@ -577,43 +510,10 @@ class Run:
         )
 
 
-def operator_tree(ref: str, into: Path) -> Path:
-    """The tree the operator is built and deployed from: the working tree, or a committed
-    one (`git archive`), so others' edits in progress stay out of the measured operator."""
-    if ref == "worktree":
-        return REPO
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", ref],
-        capture_output=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
-    return into
-
-
-def store_client(k8s: K8sCluster, url: str) -> Any:
-    from minio import Minio
-
-    access, secret = read_credentials(k8s)
-    host = url.removeprefix("http://")
-    return Minio(host, access_key=access, secret_key=secret, secure=False, region=REGION)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
-    up = subprocess.run(
-        [str(REPO / "hack" / "object-store"), "up"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    if up.returncode != 0:
-        raise SystemExit(f"hack/object-store up failed:\n{up.stderr[-4000:]}")
-    endpoint = up.stdout.strip().splitlines()[-1]
-    asked = replicas(k8s)
-    tree = operator_tree(args.ref, Path(tempfile.mkdtemp(prefix="bench-restore-tree-")))
+    endpoint = object_store_up()
+    incluster = InCluster(k8s, args.ref)
     commit = ""
     if args.ref != "worktree":
         commit = subprocess.run(
@@ -622,8 +522,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             text=True,
             check=True,
         ).stdout.strip()
-    operator_image = deploy(k8s, tree)
-    InClusterOperator(k8s).wait_running()
+    operator_image = incluster.deploy()
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     bucket = f"bench-restore-{uuid.uuid4().hex[:8]}"
     k8s.kubectl("create", "namespace", ns)
@@ -687,17 +586,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for obj in client.list_objects(bucket, recursive=True):
                 client.remove_object(bucket, obj.object_name)
             client.remove_bucket(bucket)
-        k8s.kubectl(
-            "-n",
-            NAMESPACE,
-            "scale",
-            "deployment",
-            DEPLOYMENT,
-            f"--replicas={asked}",
-            check=False,
-        )
-        if tree != REPO:
-            shutil.rmtree(tree, ignore_errors=True)
+        incluster.stop()
     return report
 
 
@@ -775,28 +664,14 @@ def section(report: dict[str, Any], command: str) -> str:
     sizes = sorted({s for b in report["baseline"] + ops for s in b["db_sizes"]})
     rows = "\n".join(
         [
-            row(
-                "baseline: first POST -> 3 members' /health true", fmt(base), f"{median(base):.1f}"
+            trials_row("baseline: first POST -> 3 members' /health true", base),
+            trials_row(
+                "operator: POST -> the restore Job done (data in the first claim)", job_done
             ),
-            row(
-                "operator: POST -> the restore Job done (data in the first claim)",
-                fmt(job_done),
-                f"{median(job_done):.1f}",
-            ),
-            row(
-                "operator: POST -> 3 members' /health true",
-                fmt(op_healthy),
-                f"{median(op_healthy):.1f}",
-            ),
-            row(
-                "operator: POST -> EtcdRestore Succeeded (as first seen)",
-                fmt(succeeded),
-                f"{median(succeeded):.1f}",
-            ),
-            row(
-                "**operator: POST -> EtcdCluster Available, 3 ready members**",
-                fmt(avail),
-                f"**{median(avail):.1f}**",
+            trials_row("operator: POST -> 3 members' /health true", op_healthy),
+            trials_row("operator: POST -> EtcdRestore Succeeded (as first seen)", succeeded),
+            trials_row(
+                "**operator: POST -> EtcdCluster Available, 3 ready members**", avail, bold=True
             ),
         ]
     )
@@ -882,19 +757,11 @@ def main(argv: list[str]) -> int:
         " the working tree with its uncommitted changes",
     )
     parser.add_argument("--report", default="", help="also write the raw figures (JSON) here")
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
-    )
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     report = run(args)
-    print(json.dumps(report, indent=1))
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=1))
-    text = section(report, ("python bench/run.py restore " + " ".join(argv)).strip())
-    print(text)
-    if not args.no_docs:
-        write_section(HEADING, text)
-    return 0
+    return finish(report, section, HEADING, command("restore", argv), args.no_docs)
 
 
 if __name__ == "__main__":

@@ -17,25 +17,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.docs_section import write_section
-from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
+from bench.harness.adhoc import run_module
+from bench.harness.etcd_member import Member, etcd_bin_dir, running_member
+from bench.harness.report import command, publish
+from bench.harness.throughput import fill_as_asked, mbps, options, print_round, summary, timed
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot throughput"
-
-
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.monotonic()
-    result = action()
-    return time.monotonic() - started, result
 
 
 def etcdctl_save(member: Member, path: Path) -> int:
@@ -44,8 +37,6 @@ def etcdctl_save(member: Member, path: Path) -> int:
 
 
 def module_save(member: Member, path: Path) -> dict[str, Any]:
-    from tests.ansible_adhoc import run_module
-
     result = run_module(
         "etcd_snapshot",
         {"endpoints": [member.client_url], "path": str(path), "force": True},
@@ -68,18 +59,11 @@ def stream_save(member: Member, path: Path) -> int:
     return saved.size
 
 
-def mbps(size: int, seconds: float) -> float:
-    return size / seconds / 1e6
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     bin_dir = etcd_bin_dir(args.version)
     rows: dict[str, list[float]] = {"etcdctl": [], "ansible": [], "module_stream": [], "func": []}
     with running_member(bin_dir, quota_bytes=8 * 1024**3) as member:
-        fill_seconds, db_size = timed(
-            lambda: fill(member, args.size_mb * 1024**2, args.value_kb * 1000, args.fill_seconds)
-        )
-        print(f"filled to {db_size / 1e6:.0f} MB in {fill_seconds:.0f}s", flush=True)
+        db_size = fill_as_asked(member, args)
         with tempfile.TemporaryDirectory(prefix="snap-bench-", dir=args.workdir) as tmp:
             path = Path(tmp) / "snap.db"
             for round_no in range(1, args.rounds + 1):
@@ -93,17 +77,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 seconds, size = timed(lambda: stream_save(member, path))
                 rows["func"].append(mbps(size, seconds))
                 path.unlink()
-                print(
-                    f"round {round_no}: "
-                    + ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in rows.items()),
-                    flush=True,
-                )
-    medians = {k: statistics.median(v) for k, v in rows.items()}
+                print_round(round_no, rows)
+    report = summary(bin_dir, db_size, rows)
+    medians = report["medians"]
     return {
-        "version": bin_dir.name,
-        "db_size": db_size,
-        "rows": rows,
-        "medians": medians,
+        **report,
         "ratio_ansible": medians["ansible"] / medians["etcdctl"],
         "ratio_module_stream": medians["module_stream"] / medians["etcdctl"],
         "ratio_func": medians["func"] / medians["etcdctl"],
@@ -175,32 +153,10 @@ buffered writes there.
 """
 
 
-def parse_args(argv: list[str], prog: str, description: str | None) -> argparse.Namespace:
-    """The options of the snapshot benchmarks (this one and bench/snapshot_s3.py)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--version", default="3.5")
-    parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--value-kb", type=int, default=100)
-    parser.add_argument("--fill-seconds", type=float, default=600)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workdir", default=None, help="where files go (default /tmp)")
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md's section"
-    )
-    return parser.parse_args(argv)
-
-
-def publish(heading: str, text: str, args: argparse.Namespace) -> None:
-    print(text)
-    if not args.no_docs:
-        write_section(heading, text)
-
-
 def main(argv: list[str]) -> int:
-    args = parse_args(argv, "bench/run.py snapshot", __doc__)
+    args = options(argv, "bench/run.py snapshot", __doc__)
     report = run(args)
-    command = "python bench/run.py snapshot " + " ".join(argv)
-    publish(HEADING, section(report, command.strip()), args)
+    publish(HEADING, section(report, command("snapshot", argv)), args.no_docs)
     goal_met = report["ratio_ansible"] >= 0.9
     print(f"goal (ansible end to end >= 0.9 x etcdctl): {'met' if goal_met else 'NOT met'}")
     return 0

@@ -1,9 +1,9 @@
 """etcd_snapshot streaming into S3 against `etcdctl snapshot save` plus an upload of the file.
 
-One real etcd 3.5 member and one versitygw store (posix backend, tests/s3_local.py's
-`running_store`), both on 127.0.0.1 in fresh temp dirs, both stopped at the end. The member
-is filled to about --size-mb of 100 KB random values (bounded by --fill-seconds), then each
-round runs, alternating so drift hits all alike:
+One real etcd 3.5 member and one versitygw store (posix backend, `running_store` of
+bench/harness/object_store.py), both on 127.0.0.1 in fresh temp dirs, both stopped at the end.
+The member is filled to about --size-mb of 100 KB random values (bounded by --fill-seconds),
+then each round runs, alternating so drift hits all alike:
 
 1. the baseline: `etcdctl snapshot save` to a file in --workdir, then minio-py's
    `fput_object` of that file (its defaults: part size and three parallel part uploads),
@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.etcd_member import Member, etcd_bin_dir, fill, running_member
-from bench.snapshot import mbps, parse_args, publish, timed  # also puts module_utils on the path
+from bench.harness.adhoc import run_module
+from bench.harness.etcd_member import Member, etcd_bin_dir, running_member
+from bench.harness.object_store import running_store
+from bench.harness.report import command, publish
+from bench.harness.throughput import fill_as_asked, mbps, options, print_round, summary, timed
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot to S3 throughput"
@@ -47,8 +49,6 @@ def baseline(member: Member, client: Any, key: str, path: Path) -> tuple[int, fl
 
 
 def module_save(member: Member, option: dict[str, Any], key: str) -> dict[str, Any]:
-    from tests.ansible_adhoc import run_module
-
     result = run_module(
         "etcd_snapshot",
         {"endpoints": [member.client_url], "s3": option, "key": key, "force": True},
@@ -80,7 +80,6 @@ def remove_all(client: Any) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from etcd_runbook.clients.etcd_s3 import S3Params, make_client
-    from tests.s3_local import running_store
 
     bin_dir = etcd_bin_dir(args.version)
     rows: dict[str, list[float]] = {
@@ -99,10 +98,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         option = store.option(BUCKET)
         client = make_client(S3Params.from_option(option))
         client.make_bucket(BUCKET)
-        fill_seconds, db_size = timed(
-            lambda: fill(member, args.size_mb * 1024**2, args.value_kb * 1000, args.fill_seconds)
-        )
-        print(f"filled to {db_size / 1e6:.0f} MB in {fill_seconds:.0f}s", flush=True)
+        db_size = fill_as_asked(member, args)
         path = Path(tmp) / "snap.db"
         for round_no in range(1, args.rounds + 1):
             size, save_seconds, upload_seconds = baseline(member, client, "baseline.db", path)
@@ -117,18 +113,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seconds, size = timed(lambda: stream_upload(member, option, "func.db"))
             rows["func"].append(mbps(size, seconds))
             remove_all(client)
-            print(
-                f"round {round_no}: " + ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in rows.items()),
-                flush=True,
-            )
-    medians = {k: statistics.median(v) for k, v in rows.items()}
-    return {
-        "version": bin_dir.name,
-        "db_size": db_size,
-        "rows": rows,
-        "medians": medians,
-        "ratios": {k: medians[k] / medians["baseline"] for k in rows},
-    }
+            print_round(round_no, rows)
+    report = summary(bin_dir, db_size, rows)
+    medians = report["medians"]
+    return {**report, "ratios": {k: medians[k] / medians["baseline"] for k in rows}}
 
 
 def section(report: dict[str, Any], command: str) -> str:
@@ -189,10 +177,9 @@ at the end of the stream).
 
 
 def main(argv: list[str]) -> int:
-    args = parse_args(argv, "bench/run.py snapshot-s3", __doc__)
+    args = options(argv, "bench/run.py snapshot-s3", __doc__)
     report = run(args)
-    command = "python bench/run.py snapshot-s3 " + " ".join(argv)
-    publish(HEADING, section(report, command.strip()), args)
+    publish(HEADING, section(report, command("snapshot-s3", argv)), args.no_docs)
     goal_met = report["ratios"]["ansible"] >= 1.0
     print(f"goal (ansible end to end >= 1.0 x baseline): {'met' if goal_met else 'NOT met'}")
     return 0

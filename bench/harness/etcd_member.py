@@ -22,7 +22,7 @@ import grpc
 from etcd3aio._protobuf import KVStub, PutRequest, StatusRequest
 from etcd3aio._protobuf import MaintenanceStub as _MaintenanceStub
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def etcd_bin_dir(version: str) -> Path:

@@ -1,0 +1,1 @@
+"""The benchmarks (`python bench/run.py`, docs/benchmarks.md) and their shared harness."""

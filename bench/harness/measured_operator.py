@@ -1,0 +1,471 @@
+"""The operator a benchmark measures, and `Bench`, which reads its figures and times what it
+does to EtcdClusters.
+
+The operator runs either in the local Kubernetes as users deploy it (`InCluster`: config/default
+and the image hack/build-operator-image builds, both from a committed tree, so others' edits in
+progress stay out of the measured operator), or as a host process with its ServiceAccount's
+rights (`HostOperator`: hack/run-operator-as-sa), watching one namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.harness.cluster import GROUP_PATH, K8sCluster, available, etcd_cluster, wait_for
+from bench.harness.etcd_member import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "etcd-operator-system"
+DEPLOYMENT = "etcd-runbook-operator"
+SELECTOR = "app.kubernetes.io/name=etcd-runbook-operator"
+# What the operator container runs as its PID 1 (found in /proc: the node is this machine).
+ENTRY = b"/opt/etcd-runbook-operator/operator.py"
+BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
+# The host process runs under the administrator's allow-lists the end-to-end suite gives its
+# own (docs/install.md), so a host figure is of the operator those tests prove.
+ALLOW_LISTS = {
+    "ETCD_RUNBOOK_ALLOWED_REPOSITORIES": "gcr.io/etcd-development/etcd",
+    "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES": "etcd-e2e-allowed",
+}
+
+
+def one_member_cluster(name: str) -> dict[str, Any]:
+    """One member on a 1Gi volume, the rest as the API server defaults it."""
+    return etcd_cluster(name, size=1)
+
+
+# --- in the cluster ----------------------------------------------------------------------------
+def operator_tree(ref: str, into: Path) -> Path:
+    """The tree the operator is built and deployed from: the working tree, or a committed
+    one (`git archive`), so others' edits in progress stay out of the measured operator."""
+    if ref == "worktree":
+        return REPO
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", ref],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
+    return into
+
+
+def deploy(k8s: K8sCluster, root: Path) -> str:
+    """Build (cached by content key) and import the image of the tree `root`, apply its
+    config/default, roll the Deployment onto the image; returns the image's key tag."""
+    build = subprocess.run(
+        [str(root / "hack" / "build-operator-image")],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    if build.returncode != 0:
+        raise RuntimeError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
+    key = subprocess.run(
+        [str(root / "hack" / "build-operator-image"), "--print-key"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()[:16]
+    # Applied with the image's key already in its Pod template, so the Deployment never runs a
+    # Pod of another template (one replaced while still starting took minutes to go).
+    rendered = k8s.kubectl("kustomize", str(root / "config" / "default")).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
+            template = doc["spec"]["template"]["metadata"]
+            template.setdefault("annotations", {})["etcd.runbook.io/image"] = f"key-{key}"
+            # hack/run-operator-as-sa scales it to 0.
+            doc["spec"]["replicas"] = 1
+    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    k8s.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
+    )
+    k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "rollout",
+        "status",
+        f"deployment/{DEPLOYMENT}",
+        "--timeout=300s",
+        timeout=320,
+    )
+    return f"key-{key}"
+
+
+def replicas(k8s: K8sCluster) -> str:
+    """The operator Deployment's replicas as asked now ("0" without one): what a benchmark
+    that deploys the operator puts back at its end."""
+    asked = k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "get",
+        "deployment",
+        DEPLOYMENT,
+        "-o",
+        "jsonpath={.spec.replicas}",
+        check=False,
+    )
+    return asked.stdout.strip() or "0"
+
+
+def wait_running(k8s: K8sCluster, seconds: float = 180) -> None:
+    """The in-cluster operator's Pod Ready. A Pod of an earlier template may still be
+    terminating and never turns Ready: first wait for it to go."""
+
+    def none_terminating() -> bool:
+        out = k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json")
+        items = json.loads(out.stdout).get("items", [])
+        return not any(p["metadata"].get("deletionTimestamp") for p in items)
+
+    wait_for(none_terminating, timeout=seconds, interval=1, what="old Pods gone")
+    k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "wait",
+        "--for=condition=Ready",
+        "pod",
+        "-l",
+        SELECTOR,
+        f"--timeout={int(seconds)}s",
+        timeout=seconds + 20,
+    )
+
+
+def operator_host_pids() -> list[int]:
+    """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if ENTRY not in (entry / "cmdline").read_bytes():
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+        if len(nspid) > 1 and nspid[-1] == "1":
+            found.append(int(entry.name))
+    return found
+
+
+def in_cluster_pid() -> int:
+    pids = operator_host_pids()
+    assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
+    return pids[0]
+
+
+class InCluster:
+    """The operator as users deploy it (config/default, its image built from the committed tree
+    of `ref`), with the benchmark's resync period and skip-rule bound, when given, written into
+    the tree's watches.yaml before the build; start() deploys it, stop() scales it back."""
+
+    def __init__(
+        self,
+        k8s: K8sCluster,
+        ref: str,
+        resync: int | None = None,
+        full_run_interval: str | None = None,
+    ) -> None:
+        self.k8s = k8s
+        self.asked = replicas(k8s)
+        self.tree = operator_tree(ref, Path(tempfile.mkdtemp(prefix="bench-operator-tree-")))
+        self.resync, self.full_run_interval = resync, full_run_interval
+        self.image = ""
+
+    def deploy(self) -> str:
+        """Deploys it and waits until it runs; the image's key tag."""
+        if self.resync is not None or self.full_run_interval is not None:
+            path = self.tree / "watches.yaml"
+            watches = yaml.safe_load(path.read_text())
+            for entry in watches:
+                if self.resync is not None:
+                    entry["reconcilePeriod"] = f"{self.resync}s"
+                if self.full_run_interval is not None:
+                    entry["fullRunInterval"] = self.full_run_interval
+            path.write_text(yaml.safe_dump(watches))
+        self.image = deploy(self.k8s, self.tree)
+        wait_running(self.k8s)
+        return self.image
+
+    def start(self) -> Bench:
+        self.deploy()
+        pod = json.loads(
+            self.k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json").stdout
+        )["items"][0]
+        # The Pod network is routed to this machine (hack/cluster): /metrics by the Pod's IP.
+        return Bench(self.k8s, "", f"{pod['status']['podIP']}:8080", in_cluster_pid)
+
+    def stop(self) -> None:
+        self.k8s.kubectl(
+            "-n",
+            NAMESPACE,
+            "scale",
+            "deployment",
+            DEPLOYMENT,
+            f"--replicas={self.asked}",
+            check=False,
+        )
+        if self.tree != REPO:
+            shutil.rmtree(self.tree, ignore_errors=True)
+
+
+# --- on the host -------------------------------------------------------------------------------
+class HostOperator:
+    """operator.py as a host process with its ServiceAccount's rights (hack/run-operator-as-sa,
+    which installs the CRD and RBAC), watching `namespace`; its output goes to
+    `workdir`/operator.log and its runs' artifacts to `workdir`/artifacts."""
+
+    def __init__(
+        self, k8s: K8sCluster, namespace: str, workdir: Path, extra_args: list[str]
+    ) -> None:
+        self.k8s = k8s
+        self.namespace = namespace
+        self.workdir = workdir
+        # Appended last, so they override the defaults below (argparse keeps the last value).
+        self.extra_args = extra_args
+        self.metrics_address = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.metrics_address = f"127.0.0.1:{free_port()}"
+        env = dict(os.environ)
+        # kubectl for the runbooks' port-forwards (the operator runs outside the cluster).
+        env["PATH"] = f"{self.k8s.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["KUBECONFIG"] = str(self.k8s.kubeconfig)
+        env.update(ALLOW_LISTS)
+        cmd = [
+            str(REPO / "hack" / "run-operator-as-sa"),
+            "--",
+            "--namespace",
+            self.namespace,
+            "--leader-election-id",
+            f"bench-{uuid.uuid4().hex[:8]}",
+            "--artifacts-dir",
+            str(self.workdir / "artifacts"),
+            "--metrics-bind-address",
+            self.metrics_address,
+            "--health-probe-bind-address",
+            f"127.0.0.1:{free_port()}",
+            "--reconcile-period",
+            "300",
+            *self.extra_args,
+        ]
+        with (self.workdir / "operator.log").open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def wait_running(self, seconds: float) -> None:
+        time.sleep(seconds)
+        if self.proc is None or self.proc.poll() is not None:
+            log = (self.workdir / "operator.log").read_text(errors="replace")
+            raise RuntimeError("the operator did not keep running:\n" + log[-4000:])
+
+    def stop(self) -> None:
+        """SIGTERM to its process group (the operator and the playbook it runs), SIGKILL
+        after a minute."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        self.proc = None
+
+
+def add_where_arguments(parser: argparse.ArgumentParser) -> None:
+    """--where and --ref: which operator a benchmark measures (InCluster, or a host process)."""
+    parser.add_argument(
+        "--where",
+        choices=("incluster", "host"),
+        default="incluster",
+        help="the operator in the cluster as deployed (modules reach members by DNS), or as a "
+        "host process (through kubectl port-forwards)",
+    )
+    parser.add_argument("--ref", default="HEAD", help="git ref of the in-cluster operator")
+
+
+@contextlib.contextmanager
+def operator_watching(
+    k8s: K8sCluster,
+    ns: str,
+    where: str,
+    ref: str,
+    workdir: Path,
+    host_args: list[str],
+    resync: int | None = None,
+    full_run_interval: str | None = None,
+) -> Iterator[Bench]:
+    """The namespace `ns`, made, and the operator `where` says (add_where_arguments) acting on
+    it: as a host process given `host_args`, or in the cluster from `ref`. On exit, every
+    EtcdCluster in `ns` is deleted (the operator still runs to finalize them), the operator
+    stopped or scaled back, and `ns` deleted."""
+    k8s.kubectl("create", "namespace", ns)
+    host: HostOperator | None = None
+    incluster: InCluster | None = None
+    try:
+        if where == "host":
+            host = HostOperator(k8s, ns, workdir, host_args)
+            host.start()
+            host.wait_running(3)
+            bench = Bench(k8s, ns, host.metrics_address, host.pid)
+        else:
+            incluster = InCluster(k8s, ref, resync, full_run_interval)
+            bench = incluster.start()
+            bench.ns = ns
+            bench.image = incluster.image
+        yield bench
+    finally:
+        k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
+        if host is not None:
+            host.stop()
+        if incluster is not None:
+            incluster.stop()
+        k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+# --- its figures -------------------------------------------------------------------------------
+def children(pid: int) -> list[int]:
+    """The live children of `pid` that run Python (the fork server; not ansible-runner's
+    short-lived clients)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"forkserver.py" in cmdline:
+                found.append(int(child))
+    return found
+
+
+class Bench:
+    def __init__(
+        self, k8s: K8sCluster, ns: str, metrics_address: str, pid: Callable[[], int]
+    ) -> None:
+        """`metrics_address`: host:port of the operator's /metrics; `pid`: the operator
+        process's PID on this machine (a host process, or the in-cluster container's)."""
+        self.k8s = k8s
+        self.ns = ns
+        self.metrics_address = metrics_address
+        self.pid = pid
+        self.kube = k8s.kube()
+        self.image = ""  # the in-cluster operator's image key tag
+
+    # --- reading -----------------------------------------------------------------------------
+    def etcd_path(self, name: str = "") -> str:
+        return f"{GROUP_PATH}/namespaces/{self.ns}/etcdclusters" + (f"/{name}" if name else "")
+
+    def dependents(self, kind: str, cluster: str) -> list[str]:
+        query = {"labelSelector": f"etcd.runbook.io/cluster={cluster}"}
+        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/{kind}", query)["items"]
+        return [i["metadata"]["name"] for i in items]
+
+    def available(self, name: str, size: int) -> bool:
+        return available(self.kube.get(self.etcd_path(name)), size)
+
+    def metrics(self) -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://{self.metrics_address}/metrics", timeout=5)
+        out: dict[str, float] = {}
+        for line in text.read().decode().splitlines():
+            if line.startswith("etcd_runbook_operator_reconcile"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def counter(self, result: str) -> float:
+        key = f'etcd_runbook_operator_reconcile_total{{kind="EtcdCluster",result="{result}"}}'
+        return self.metrics().get(key, 0.0)
+
+    def runs_done(self) -> float:
+        """Reconciles finished other than skips."""
+        return self.counter("success") + self.counter("failure")
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the operator, of its live children (its ansible fork server) and
+        of the children each has waited for (the runs: ansible-runner's, or the server's
+        keepers, which wait for their run)."""
+        ticks = 0
+        for pid in [self.pid(), *children(self.pid())]:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(f) for f in fields[11:15])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def memory_mib(self) -> dict[str, float]:
+        """The operator process's VmRSS and VmHWM, and `server`: its fork server's VmRSS."""
+        out: dict[str, float] = {"server": 0.0}
+        for pid in [self.pid(), *children(self.pid())]:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if pid != self.pid() and key == "VmRSS":
+                    out["server"] += int(value.split()[0]) / 1024
+                elif pid == self.pid() and key in ("VmRSS", "VmHWM"):
+                    out[key] = int(value.split()[0]) / 1024  # kB -> MiB
+        return out
+
+    def idle(self, settle: float = 5.0, timeout: float = 300) -> None:
+        """Wait until no reconcile has finished (other than skips) for `settle` seconds."""
+
+        def quiet() -> bool:
+            before = self.runs_done()
+            time.sleep(settle)
+            return before == self.runs_done()
+
+        wait_for(quiet, timeout, 0.1, "the operator to be idle")
+
+    # --- actions -----------------------------------------------------------------------------
+    def create(self, name: str) -> dict[str, float]:
+        started = time.monotonic()
+        self.kube.create(self.etcd_path(), one_member_cluster(name))
+        wait_for(lambda: self.dependents("pods", name), 300, 0.1, f"{name}'s first Pod")
+        first_pod = time.monotonic() - started
+        wait_for(lambda: self.available(name, 1), 600, 0.5, f"{name} Available")
+        return {"first_pod": first_pod, "available": time.monotonic() - started}
+
+    def scale_up(self, name: str) -> dict[str, float]:
+        generation = int(self.kube.get(self.etcd_path(name))["metadata"]["generation"]) + 1
+
+        def reacted() -> bool:
+            status = self.kube.get(self.etcd_path(name)).get("status", {})
+            return any(
+                c["type"] == "Progressing"
+                and c["status"] == "True"
+                and c.get("observedGeneration") == generation
+                for c in status.get("conditions", [])
+            )
+
+        def acted() -> bool:
+            new = f"{name}-1"
+            return new in self.dependents("pods", name) or f"{new}-data" in self.dependents(
+                "persistentvolumeclaims", name
+            )
+
+        started = time.monotonic()
+        self.kube.merge_patch(self.etcd_path(name), {"spec": {"size": 2}})
+        wait_for(reacted, 300, 0.05, f"{name}: Progressing for generation {generation}")
+        reaction = time.monotonic() - started
+        wait_for(acted, 300, 0.1, f"{name}: the new member's claim or Pod")
+        action = time.monotonic() - started
+        wait_for(lambda: self.available(name, 2), 600, 0.5, f"{name} Available with 2")
+        return {"reaction": reaction, "action": action, "available": time.monotonic() - started}

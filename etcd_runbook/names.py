@@ -93,6 +93,16 @@ NAMES = {
 }
 
 
+def cluster_labels(cluster: str) -> dict[str, str]:
+    """The labels every object of a cluster carries, which its runbooks select it by."""
+    return {LABEL_NAME: "etcd", LABEL_CLUSTER: cluster}
+
+
+def cluster_selector(cluster: str) -> str:
+    """`cluster_labels` as a label selector."""
+    return ",".join(f"{k}={v}" for k, v in cluster_labels(cluster).items())
+
+
 def name(short: str) -> str:
     """The full name of a label or annotation of this project, by its short name; an unknown
     one is an error, so a misspelt name in a task file fails the run instead of writing a

@@ -1,15 +1,20 @@
 """The project's label and annotation names for task files.
 
-`{{ 'fenced' | etcd_name }}` is `etcd.runbook.io/fenced`: a task that writes a mark spells
-it through etcd_runbook/names.py, where every name is defined once."""
+`{{ 'fenced' | etcd_name }}` is `etcd.runbook.io/fenced`, and `{{ name | etcd_cluster_labels }}`
+the labels of a cluster's objects: a task that writes or selects on a mark spells it through
+etcd_runbook/names.py, where every name is defined once."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from etcd_runbook.names import name
+from etcd_runbook.names import cluster_labels, cluster_selector, name
 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"etcd_name": name}
+        return {
+            "etcd_name": name,
+            "etcd_cluster_labels": cluster_labels,
+            "etcd_cluster_selector": cluster_selector,
+        }

@@ -171,96 +171,137 @@ def _own_tls_plan(seen: dict[str, Any], names: dict[str, str], state: str) -> di
     ca_usable = bool(ca.get("found")) and {"tls.crt", "tls.key"} <= set(ca.get("keys") or [])
     left = [p for p in ("ca", *TLS_LEAVES) if (seen.get(p) or {}).get("found")]
     if state == "new" or (state == "stopped" and not left):
-        # Nothing holds them: a new CA and every certificate, or what is missing.
-        fresh = missing if ca_usable else list(TLS_LEAVES)
-        made = ", ".join(fresh) + ("" if ca_usable else " and a new CA")
-        created = _event("Normal", "CertificatesCreated", f"Created TLS certificates for {made}")
-        if state == "stopped":
-            created = _event(
-                "Warning",
-                "CertificatesCreated",
-                f"Created TLS certificates for {made}: the cluster has run, but none of its "
-                "TLS Secrets and no member Pod is left to hold its CA (a deleted EtcdCluster "
-                "takes them along). Clients must trust the new CA (the ca.crt of Secret "
-                f"{names['server']})",
-            )
-        return {
-            "issue": fresh,
-            "new_ca": not ca_usable,
-            "write": fresh if ca_usable else ["ca", *fresh],
-            "announce": [created] if fresh else [],
-        }
+        return _fresh_tls(names, state, missing, ca_usable)
     present = {p: s for p, s in leaves.items() if s.get("found")}
-
-    def trusted(purpose: str) -> list[str]:
-        return list(((present[purpose].get("certs") or {}).get("ca.crt")) or [])
-
-    refusals: list[dict[str, str]] = []
-    announce: list[dict[str, str]] = []
-    issue: list[str] = []
-    ca_from = ""
-    why_not = ""
     if ca_usable:
-        ca_cert = set(((ca.get("certs") or {}).get("tls.crt")) or [])
-        strangers = [p for p in present if not ca_cert & set(trusted(p))]
-        if strangers:
-            why_not = f"Secret {names['ca']} holds another CA than the one the members trust"
-            refusals.append(
-                _refusal(
-                    "TLSCAMismatch",
-                    "spec.tls",
-                    f"Secret {names['ca']}: its CA is not the one the certificates in use were "
-                    f"issued from (the ca.crt of Secret {names[strangers[0]]}): nothing is "
-                    "issued from it. Put back the CA Secret those certificates came from",
-                )
-            )
-        else:
-            issue = missing
-            announce = [
-                _event(
-                    "Warning",
-                    "TLSSecretRestored",
-                    f"Secret {names[p]} was missing: issued again from the cluster's CA "
-                    f"(Secret {names['ca']}), which every member trusts; no other Secret changed",
-                )
-                for p in issue
-            ]
+        kept = _issue_from_ca(ca, present, names, missing)
     else:
-        why_not = f"the CA's private key is lost (Secret {names['ca']}, tls.key)"
-        kinds = {tuple(trusted(p)) for p in present}
-        if not ca.get("found") and len(kinds) == 1 and len(next(iter(kinds))) == 1:
-            ca_from = next(iter(present))
-            back = f" Its certificate is put back from the ca.crt of Secret {names[ca_from]}."
-            announce.append(
-                _event(
-                    "Warning",
-                    "TLSSecretRestored",
-                    f"Secret {names['ca']} was missing: its certificate put back from the ca.crt "
-                    f"of Secret {names[ca_from]} (the CA every member trusts); its private key "
-                    "was kept nowhere else and is lost",
-                )
-            )
-        elif ca.get("found"):
-            back = ""
-        else:
-            back = (
-                " Its certificate cannot be put back either: no Secret of the cluster holds "
-                "one CA certificate that all agree on."
-            )
-        refusals.append(
-            _refusal(
-                "TLSCAKeyLost",
-                "spec.tls",
-                f"Secret {names['ca']}: the cluster's CA private key (tls.key) is gone, and it "
-                "is kept nowhere else. No new CA is made while the cluster's certificates "
-                f"are in use: its members and clients trust this one.{back} The members keep "
-                "running on their certificates, but none can be issued again: restore Secret "
-                f"{names['ca']} with its tls.key from a backup of it (kubectl apply); without "
-                "one, only a certificate rotation to a new CA can (docs/next-runbooks.md)",
+        kept = _ca_key_lost(ca, present, names)
+    lost = [p for p in missing if p not in kept["issue"]]
+    return {
+        "issue": kept["issue"],
+        "ca_from": kept["ca_from"],
+        "write": (["ca"] if kept["ca_from"] else []) + kept["issue"],
+        "unmountable": {p: names[p] for p in TLS_MOUNTED if p in lost},
+        "refusals": _lost_refusals(lost, names, kept["why_not"]) + kept["refusals"],
+        "announce": kept["announce"],
+    }
+
+
+def _fresh_tls(
+    names: dict[str, str], state: str, missing: list[str], ca_usable: bool
+) -> dict[str, Any]:
+    """Nothing holds the cluster's TLS material: a new CA and every certificate, or what is
+    missing."""
+    fresh = missing if ca_usable else list(TLS_LEAVES)
+    made = ", ".join(fresh) + ("" if ca_usable else " and a new CA")
+    created = _event("Normal", "CertificatesCreated", f"Created TLS certificates for {made}")
+    if state == "stopped":
+        created = _event(
+            "Warning",
+            "CertificatesCreated",
+            f"Created TLS certificates for {made}: the cluster has run, but none of its "
+            "TLS Secrets and no member Pod is left to hold its CA (a deleted EtcdCluster "
+            "takes them along). Clients must trust the new CA (the ca.crt of Secret "
+            f"{names['server']})",
+        )
+    return {
+        "issue": fresh,
+        "new_ca": not ca_usable,
+        "write": fresh if ca_usable else ["ca", *fresh],
+        "announce": [created] if fresh else [],
+    }
+
+
+def _trusted(secret: dict[str, Any]) -> list[str]:
+    """The CA certificates a leaf Secret's ca.crt holds (fingerprints)."""
+    return list(((secret.get("certs") or {}).get("ca.crt")) or [])
+
+
+def _issue_from_ca(
+    ca: dict[str, Any], present: dict[str, Any], names: dict[str, str], missing: list[str]
+) -> dict[str, Any]:
+    """The CA's key is there: the missing certificates are issued again from it, unless it is
+    not the CA the certificates in use were issued from."""
+    ca_cert = set(((ca.get("certs") or {}).get("tls.crt")) or [])
+    strangers = [p for p in present if not ca_cert & set(_trusted(present[p]))]
+    if strangers:
+        refusal = _refusal(
+            "TLSCAMismatch",
+            "spec.tls",
+            f"Secret {names['ca']}: its CA is not the one the certificates in use were "
+            f"issued from (the ca.crt of Secret {names[strangers[0]]}): nothing is "
+            "issued from it. Put back the CA Secret those certificates came from",
+        )
+        return {
+            "issue": [],
+            "ca_from": "",
+            "why_not": f"Secret {names['ca']} holds another CA than the one the members trust",
+            "refusals": [refusal],
+            "announce": [],
+        }
+    announce = [
+        _event(
+            "Warning",
+            "TLSSecretRestored",
+            f"Secret {names[p]} was missing: issued again from the cluster's CA "
+            f"(Secret {names['ca']}), which every member trusts; no other Secret changed",
+        )
+        for p in missing
+    ]
+    return {"issue": missing, "ca_from": "", "why_not": "", "refusals": [], "announce": announce}
+
+
+def _ca_key_lost(
+    ca: dict[str, Any], present: dict[str, Any], names: dict[str, str]
+) -> dict[str, Any]:
+    """The CA's private key is lost: nothing is issued, and no new CA is made while the
+    cluster's certificates are in use. The CA's certificate is put back when its Secret is
+    gone and every certificate left trusts the same one CA."""
+    kinds = {tuple(_trusted(present[p])) for p in present}
+    ca_from = ""
+    announce = []
+    if not ca.get("found") and len(kinds) == 1 and len(next(iter(kinds))) == 1:
+        ca_from = next(iter(present))
+        back = f" Its certificate is put back from the ca.crt of Secret {names[ca_from]}."
+        announce.append(
+            _event(
+                "Warning",
+                "TLSSecretRestored",
+                f"Secret {names['ca']} was missing: its certificate put back from the ca.crt "
+                f"of Secret {names[ca_from]} (the CA every member trusts); its private key "
+                "was kept nowhere else and is lost",
             )
         )
-    lost = [p for p in missing if p not in issue]
-    refusals[:0] = [
+    elif ca.get("found"):
+        back = ""
+    else:
+        back = (
+            " Its certificate cannot be put back either: no Secret of the cluster holds "
+            "one CA certificate that all agree on."
+        )
+    refusal = _refusal(
+        "TLSCAKeyLost",
+        "spec.tls",
+        f"Secret {names['ca']}: the cluster's CA private key (tls.key) is gone, and it "
+        "is kept nowhere else. No new CA is made while the cluster's certificates "
+        f"are in use: its members and clients trust this one.{back} The members keep "
+        "running on their certificates, but none can be issued again: restore Secret "
+        f"{names['ca']} with its tls.key from a backup of it (kubectl apply); without "
+        "one, only a certificate rotation to a new CA can (docs/next-runbooks.md)",
+    )
+    return {
+        "issue": [],
+        "ca_from": ca_from,
+        "why_not": f"the CA's private key is lost (Secret {names['ca']}, tls.key)",
+        "refusals": [refusal],
+        "announce": announce,
+    }
+
+
+def _lost_refusals(lost: list[str], names: dict[str, str], why_not: str) -> list[dict[str, str]]:
+    """A refusal for each Secret gone that cannot be issued again, said first."""
+    return [
         _refusal(
             "TLSSecretLost",
             "spec.tls",
@@ -275,11 +316,3 @@ def _own_tls_plan(seen: dict[str, Any], names: dict[str, str], state: str) -> di
         )
         for p in lost
     ]
-    return {
-        "issue": issue,
-        "ca_from": ca_from,
-        "write": (["ca"] if ca_from else []) + issue,
-        "unmountable": {p: names[p] for p in TLS_MOUNTED if p in lost},
-        "refusals": refusals,
-        "announce": announce,
-    }

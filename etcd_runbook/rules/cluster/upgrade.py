@@ -167,45 +167,8 @@ def _upgrade_gate(
         return {}
     name = before_upgrade_name(o.name, minor)
     taken = next((b for b in o.backups if _meta(b).get("name") == name and not _deleting(b)), None)
-    if taken is not None and (why_not := _not_the_upgrade_backup(taken, o.name, minor)):
-        # Someone else's object under our name: its progress does not queue this cluster (the
-        # watcher counts it by spec only, or under another cluster), and ours cannot be made.
-        return {
-            "refusal": _refusal(
-                "UpgradeSnapshotNameTaken",
-                "spec.version",
-                f"spec.version {target}: not upgrading: EtcdBackup {name} has the name of the "
-                f"snapshot this upgrade takes, but it is not that snapshot ({why_not}). Delete "
-                f"or rename EtcdBackup {name} so the runbook can take it, or annotate the "
-                f"EtcdCluster {ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
-            )
-        }
     if taken is not None:
-        status = taken.get("status") or {}
-        if status.get("phase") == "Failed":
-            why = next(
-                (
-                    c.get("message")
-                    for c in status.get("conditions") or []
-                    if c.get("type") == "Degraded"
-                ),
-                "",
-            )
-            return {
-                "refusal": _refusal(
-                    "UpgradeSnapshotFailed",
-                    "spec.version",
-                    f"spec.version {target}: not upgrading: the snapshot it starts with failed "
-                    f"(EtcdBackup {name}: {why or 'see its conditions'}). Fix the cause and "
-                    "delete EtcdBackup "
-                    f"{name} to take it again, or annotate the EtcdCluster "
-                    f"{ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
-                )
-            }
-        return {
-            "waiting": f"taking a snapshot before the upgrade to {target} (EtcdBackup {name}); "
-            "the roll starts once it is verified"
-        }
+        return _taken_gate(o, taken, target, name)
     sources = sorted(
         (
             b
@@ -232,6 +195,49 @@ def _upgrade_gate(
         "waiting": f"taking a snapshot before the upgrade to {target} (EtcdBackup {name}, to the "
         f"destination of EtcdBackup {_meta(sources[0]).get('name')}); the roll starts once it is "
         "verified",
+    }
+
+
+def _taken_gate(o: _Observed, taken: dict[str, Any], target: str, name: str) -> dict[str, Any]:
+    """The gate once an EtcdBackup has the one-off snapshot's name: waiting for it, refused
+    when it failed, or when it is someone else's object under our name (its progress does not
+    queue this cluster: the watcher counts it by spec only, or under another cluster, and ours
+    cannot be made)."""
+    if why_not := _not_the_upgrade_backup(taken, o.name, _minor_of(target)):
+        return {
+            "refusal": _refusal(
+                "UpgradeSnapshotNameTaken",
+                "spec.version",
+                f"spec.version {target}: not upgrading: EtcdBackup {name} has the name of the "
+                f"snapshot this upgrade takes, but it is not that snapshot ({why_not}). Delete "
+                f"or rename EtcdBackup {name} so the runbook can take it, or annotate the "
+                f"EtcdCluster {ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
+            )
+        }
+    status = taken.get("status") or {}
+    if status.get("phase") == "Failed":
+        why = next(
+            (
+                c.get("message")
+                for c in status.get("conditions") or []
+                if c.get("type") == "Degraded"
+            ),
+            "",
+        )
+        return {
+            "refusal": _refusal(
+                "UpgradeSnapshotFailed",
+                "spec.version",
+                f"spec.version {target}: not upgrading: the snapshot it starts with failed "
+                f"(EtcdBackup {name}: {why or 'see its conditions'}). Fix the cause and "
+                "delete EtcdBackup "
+                f"{name} to take it again, or annotate the EtcdCluster "
+                f"{ANN_UPGRADE_WITHOUT_SNAPSHOT}={target} to upgrade without one",
+            )
+        }
+    return {
+        "waiting": f"taking a snapshot before the upgrade to {target} (EtcdBackup {name}); "
+        "the roll starts once it is verified"
     }
 
 

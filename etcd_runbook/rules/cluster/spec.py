@@ -253,29 +253,9 @@ def not_allowed(spec: dict[str, Any], options: dict[str, Any]) -> list[dict[str,
     return refused
 
 
-def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
-    names its field) and the warnings worth an Event."""
-    spec = obj.get("spec") or {}
-    problems: list[dict[str, str]] = []
-    size = spec.get("size", 3)
-    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_INDEX:
-        problems.append(
-            _refusal(
-                "InvalidSpec", "spec.size", f"spec.size must be 1 to {MAX_INDEX}, got {size!r}"
-            )
-        )
-        size = 3
-    version = str(spec.get("version") or DEFAULT_VERSION)
-    if problem := version_problem(version):
-        problems.append(_refusal("InvalidSpec", "spec.version", problem))
-    storage = spec.get("storage") or {}
-    volume, quota = _storage(storage, problems)
-    tls = spec.get("tls") or {}
-    tls_enabled = bool(tls.get("enabled", True))
-    user_secrets = tls.get("secrets") or {}
-    name = str(_meta(obj).get("name") or options.get("name") or "")
-    pod = spec.get("pod") or {}
+def _timings(spec: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int, int]:
+    """(spec.nodeLossTimeout in seconds, spec.minReadySeconds), each its default when it
+    cannot be used; problems name the field."""
     node_loss = node_loss_seconds(spec.get("nodeLossTimeout"))
     if node_loss is None:
         problems.append(
@@ -301,6 +281,33 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             )
         )
         min_ready = DEFAULT_MIN_READY_SECONDS
+    return node_loss, min_ready
+
+
+def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
+    names its field) and the warnings worth an Event."""
+    spec = obj.get("spec") or {}
+    problems: list[dict[str, str]] = []
+    size = spec.get("size", 3)
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_INDEX:
+        problems.append(
+            _refusal(
+                "InvalidSpec", "spec.size", f"spec.size must be 1 to {MAX_INDEX}, got {size!r}"
+            )
+        )
+        size = 3
+    version = str(spec.get("version") or DEFAULT_VERSION)
+    if problem := version_problem(version):
+        problems.append(_refusal("InvalidSpec", "spec.version", problem))
+    storage = spec.get("storage") or {}
+    volume, quota = _storage(storage, problems)
+    tls = spec.get("tls") or {}
+    tls_enabled = bool(tls.get("enabled", True))
+    user_secrets = tls.get("secrets") or {}
+    name = str(_meta(obj).get("name") or options.get("name") or "")
+    pod = spec.get("pod") or {}
+    node_loss, min_ready = _timings(spec, problems)
     refused = not_allowed(spec, options)
     problems.extend(refused)
     warning = _size_warning(size)

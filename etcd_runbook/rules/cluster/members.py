@@ -1,6 +1,7 @@
-"""Membership: who is fenced or suspected, what each claim records, and which members a
-scale-down removes (learners first, then unhealthy members, then the highest index; the
-leader last)."""
+"""The members: heal (a live claim gets its Pod back), fence (a member a trusted quorum
+contradicts, over TLS), record (what each claim records of its member), and membership, only
+on a trusted quorum's word: stale, replace, lost, scale (a scale-down removes learners first,
+then unhealthy members, then the highest index; the leader last) and promote."""
 
 from __future__ import annotations
 

@@ -15,8 +15,61 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from etcd_runbook.clients.etcd_tls import cert_pem, create_ca
+from etcd_runbook.names import (
+    ANN_BOOTSTRAP_STARTED,
+    ANN_CLUSTER_ID,
+    ANN_HEALTHY_RUN,
+    ANN_HEALTHY_SINCE,
+    ANN_INITIAL_CLUSTER,
+    ANN_INITIAL_STATE,
+    ANN_MEMBER_ID,
+    ANN_POD_HASH,
+    ANN_REMOVING,
+    ANN_RESTORE,
+    ANN_RESTORE_PENDING,
+    ANN_UPGRADE_WITHOUT_SNAPSHOT,
+    ANN_VERSION,
+    LABEL_BEFORE_UPGRADE,
+    LABEL_MEMBER,
+    LABEL_VERSION,
+    LABEL_VOTER,
+)
 from etcd_runbook.rules import etcd_manifests as manifests
 from etcd_runbook.rules import etcd_plan as ep
+from etcd_runbook.rules.cluster.common import PlanError, parse_quantity
+from etcd_runbook.rules.cluster.observed import (
+    DATA_LOST_SIGNS,
+    _Observed,
+    agreement,
+    recorded_cluster_id,
+    run_state,
+)
+from etcd_runbook.rules.cluster.report import LAGGING_RECHECK
+from etcd_runbook.rules.cluster.result import ACT_STEPS
+from etcd_runbook.rules.cluster.roll import changed_fields
+from etcd_runbook.rules.cluster.spec import (
+    WAL_RESERVE,
+    GiB,
+    MiB,
+    node_loss_seconds,
+    normalize_spec,
+    pod_hash,
+    run_refusal,
+    version_change_problem,
+    version_problem,
+)
+from etcd_runbook.rules.cluster.tls import (
+    TLS_KEYS,
+    TLS_LEAVES,
+    pem_fingerprints,
+    tls_client,
+    tls_material,
+    tls_plan,
+    tls_problems,
+    tls_seen,
+)
+from etcd_runbook.rules.cluster.upgrade import before_upgrade_name
+from etcd_runbook.rules.etcd_pods import healthy_run, unschedulable
 
 CID = "c1d"
 # When the kubelet says a member Pod's container started and turned Ready.
@@ -41,18 +94,18 @@ def obj(**spec: Any) -> dict[str, Any]:
 
 def claim(n: int, joined: bool = True, version: str = "3.6.16", **ann: Any) -> dict[str, Any]:
     a = {
-        ep.ANN_INITIAL_CLUSTER: f"e-{n}=https://e-{n}.{DOMAIN}:2380",
-        ep.ANN_INITIAL_STATE: "existing" if joined else "new",
-        ep.ANN_VERSION: version,
+        ANN_INITIAL_CLUSTER: f"e-{n}=https://e-{n}.{DOMAIN}:2380",
+        ANN_INITIAL_STATE: "existing" if joined else "new",
+        ANN_VERSION: version,
         **ann,
     }
     if joined:
-        a[ep.ANN_MEMBER_ID] = mid(n)
-        a[ep.ANN_CLUSTER_ID] = CID
+        a[ANN_MEMBER_ID] = mid(n)
+        a[ANN_CLUSTER_ID] = CID
     return {
         "metadata": {
             "name": f"e-{n}-data",
-            "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VOTER: "true"},
+            "labels": {LABEL_MEMBER: f"e-{n}", LABEL_VOTER: "true"},
             "annotations": a,
         },
         "spec": {"resources": {"requests": {"storage": "1Gi"}}},
@@ -71,11 +124,11 @@ def pod(
     ready: bool = True,
     restarts: int = 0,
 ) -> dict[str, Any]:
-    spec = ep.normalize_spec(obj(), {})
+    spec = normalize_spec(obj(), {})
     meta: dict[str, Any] = {
         "name": f"e-{n}",
-        "labels": {ep.LABEL_MEMBER: f"e-{n}", ep.LABEL_VERSION: version, ep.LABEL_VOTER: voter},
-        "annotations": {ep.ANN_POD_HASH: hash_ or ep.pod_hash(spec, version)},
+        "labels": {LABEL_MEMBER: f"e-{n}", LABEL_VERSION: version, LABEL_VOTER: voter},
+        "annotations": {ANN_POD_HASH: hash_ or pod_hash(spec, version)},
         "creationTimestamp": CREATED,
     }
     if deleting:
@@ -198,29 +251,29 @@ def actions(p: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_parse_quantity(text, expected):
-    assert ep.parse_quantity(text) == expected
+    assert parse_quantity(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1Gb", "-1", "Gi", True])
 def test_parse_quantity_refuses(text):
-    with pytest.raises(ep.PlanError):
-        ep.parse_quantity(text)
+    with pytest.raises(PlanError):
+        parse_quantity(text)
 
 
 @pytest.mark.parametrize(
     "volume, quota",
     [
-        ("512Mi", 64 * ep.MiB),  # the smallest volume allowed
-        ("1Gi", 320 * ep.MiB),
-        ("4Gi", (4096 - 384) // 2 * ep.MiB),
-        ("100Gi", 8 * ep.GiB),  # etcd's suggested maximum
+        ("512Mi", 64 * MiB),  # the smallest volume allowed
+        ("1Gi", 320 * MiB),
+        ("4Gi", (4096 - 384) // 2 * MiB),
+        ("100Gi", 8 * GiB),  # etcd's suggested maximum
     ],
 )
 def test_quota_follows_the_volume_with_room_for_wal_and_a_copy(volume, quota):
-    spec = ep.normalize_spec(obj(storage={"size": volume}), {})
+    spec = normalize_spec(obj(storage={"size": volume}), {})
     assert spec["quota_bytes"] == quota and not spec["problems"]
     # The database and a second copy of it plus the WAL reserve fit on the volume.
-    assert 2 * quota + ep.WAL_RESERVE <= ep.parse_quantity(volume)
+    assert 2 * quota + WAL_RESERVE <= parse_quantity(volume)
 
 
 @pytest.mark.parametrize(
@@ -245,13 +298,13 @@ def test_quota_follows_the_volume_with_room_for_wal_and_a_copy(volume, quota):
     ],
 )
 def test_storage_problems_name_the_field(storage, field, words):
-    (problem,) = ep.normalize_spec(obj(storage=storage), {})["problems"]
+    (problem,) = normalize_spec(obj(storage=storage), {})["problems"]
     assert problem["field"] == field and words in problem["message"]
 
 
 def test_a_quota_within_the_volume_is_taken():
-    spec = ep.normalize_spec(obj(storage={"size": "4Gi", "quotaBackendBytes": "1Gi"}), {})
-    assert spec["quota_bytes"] == ep.GiB and not spec["problems"]
+    spec = normalize_spec(obj(storage={"size": "4Gi", "quotaBackendBytes": "1Gi"}), {})
+    assert spec["quota_bytes"] == GiB and not spec["problems"]
 
 
 @pytest.mark.parametrize(
@@ -264,7 +317,7 @@ def test_a_quota_within_the_volume_is_taken():
     ],
 )
 def test_versions_that_may_never_run(version, words):
-    problem = ep.version_problem(version)
+    problem = version_problem(version)
     assert (words in problem) if words else problem == ""
 
 
@@ -289,7 +342,7 @@ def test_versions_that_may_never_run(version, words):
 )
 def test_run_refusal(name, namespace, seen, kw, words):
     found = {"object": obj(), "missing": {}, "paused": obj(paused=True)}[seen]
-    refusal = ep.run_refusal(found, name, namespace, **kw)
+    refusal = run_refusal(found, name, namespace, **kw)
     assert (words in refusal) if words else refusal == ""
 
 
@@ -307,7 +360,7 @@ def test_run_refusal(name, namespace, seen, kw, words):
     ],
 )
 def test_version_changes(current, target, words):
-    problem = ep.version_change_problem(current, target, "3.5.26")
+    problem = version_change_problem(current, target, "3.5.26")
     assert (words in problem) if words else problem == ""
 
 
@@ -323,7 +376,7 @@ def test_version_changes(current, target, words):
     ],
 )
 def test_size_warnings(size, reason):
-    warnings = ep.normalize_spec(obj(size=size), {})["warnings"]
+    warnings = normalize_spec(obj(size=size), {})["warnings"]
     assert [w["reason"] for w in warnings] == ([reason] if reason else [])
 
 
@@ -342,7 +395,7 @@ def test_a_healthy_cluster_has_nothing_to_do():
 def test_a_step_to_take_is_flagged_for_act(size):
     p = ep.plan(healthy3(size=size))
     assert p["steps"] is True and (p["add"] or p["remove"])
-    assert set(ep.ACT_STEPS) <= set(p)
+    assert set(ACT_STEPS) <= set(p)
     # A plain scale has nothing to repair first: repair.yml is skipped in one task.
     assert p["repair"] is False
 
@@ -406,7 +459,7 @@ def test_heal_does_not_wait_behind_a_refused_version_change():
 
 
 USER_TLS = {"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}
-GOOD_TLS = {"found": True, "type": "kubernetes.io/tls", "keys": list(ep.TLS_KEYS)}
+GOOD_TLS = {"found": True, "type": "kubernetes.io/tls", "keys": list(TLS_KEYS)}
 
 
 @pytest.mark.parametrize(
@@ -424,7 +477,7 @@ GOOD_TLS = {"found": True, "type": "kubernetes.io/tls", "keys": list(ep.TLS_KEYS
 def test_no_pod_is_made_with_a_user_secret_not_labelled_for_the_cluster(unseen, heal, fields):
     facts = healthy3(tls=USER_TLS)
     facts["pods"] = [pod(0), pod(1)]
-    facts["tls"] = {p: {"found": False} if p in unseen else GOOD_TLS for p in ep.TLS_LEAVES}
+    facts["tls"] = {p: {"found": False} if p in unseen else GOOD_TLS for p in TLS_LEAVES}
     p = ep.plan(facts)
     assert p["heal"] == heal
     assert [r["field"] for r in p["refusals"]] == fields
@@ -437,13 +490,13 @@ def test_no_pod_is_made_with_a_user_secret_not_labelled_for_the_cluster(unseen, 
 def restoring(**spec: Any) -> dict[str, Any]:
     """An EtcdCluster whose first member EtcdRestore r1 writes (not created yet: no status)."""
     o = obj(status={}, **spec)
-    o["metadata"]["annotations"] = {ep.ANN_RESTORE: "r1"}
+    o["metadata"]["annotations"] = {ANN_RESTORE: "r1"}
     return o
 
 
 def pending(n: int) -> dict[str, Any]:
     """A claim the restore Job is still writing: no member ID yet."""
-    return claim(n, joined=False, **{ep.ANN_RESTORE_PENDING: "r1"})
+    return claim(n, joined=False, **{ANN_RESTORE_PENDING: "r1"})
 
 
 ALL3 = ["e-0", "e-1", "e-2"]
@@ -453,7 +506,7 @@ SEED = f"e-0=https://e-0.{DOMAIN}:2380"
 
 def boot(n: int, record: str = BOOT3) -> dict[str, Any]:
     """A claim made by an all-at-once bootstrap, its member not recorded yet."""
-    return claim(n, joined=False, **{ep.ANN_INITIAL_CLUSTER: record})
+    return claim(n, joined=False, **{ANN_INITIAL_CLUSTER: record})
 
 
 @pytest.mark.parametrize(
@@ -496,7 +549,7 @@ def test_a_restored_member_starts_only_once_its_data_is_written(
         (
             3,
             [],
-            [boot(0), claim(1, joined=False, **{ep.ANN_INITIAL_STATE: "existing"})],
+            [boot(0), claim(1, joined=False, **{ANN_INITIAL_STATE: "existing"})],
             {},
             [],
             ["e-0", "e-1"],
@@ -530,7 +583,7 @@ def test_a_cluster_once_reported_is_never_bootstrapped_again():
 def started(**spec: Any) -> dict[str, Any]:
     """A new cluster whose bootstrap the EtcdCluster records as started (its Pods were made)."""
     o = obj(status={}, **spec)
-    o["metadata"]["annotations"] = {ep.ANN_BOOTSTRAP_STARTED: BOOT3}
+    o["metadata"]["annotations"] = {ANN_BOOTSTRAP_STARTED: BOOT3}
     return o
 
 
@@ -552,7 +605,7 @@ def test_a_bootstrap_that_started_is_never_started_again(pods, claims, missing, 
     refused = [r for r in p["refusals"] if r["reason"] == "BootstrapNotRecorded"]
     assert [r["message"].split(" ha")[0] for r in refused] == ([missing] if missing else [])
     if missing:
-        assert refused[0]["field"] == f"metadata.annotations[{ep.ANN_BOOTSTRAP_STARTED}]"
+        assert refused[0]["field"] == f"metadata.annotations[{ANN_BOOTSTRAP_STARTED}]"
         report = ep.report({"object": started(), "pods": pods, "claims": claims, "info": {}})
         assert cond(report, "Degraded") == ("True", "BootstrapNotRecorded")
         assert any(e["reason"] == "BootstrapNotRecorded" for e in report["events"])
@@ -733,7 +786,7 @@ def test_a_fork_under_the_same_cluster_id_is_fenced():
 def over_plain_http(facts: dict[str, Any]) -> dict[str, Any]:
     """The same cluster with spec.tls.enabled false: every URL plain HTTP."""
     facts["object"] = obj(tls={"enabled": False})
-    plain = ep.pod_hash(ep.normalize_spec(facts["object"], {}), "3.6.16")
+    plain = pod_hash(normalize_spec(facts["object"], {}), "3.6.16")
     facts["pods"] = [pod(i, hash_=plain) for i in range(len(facts["pods"]))]
     for m in facts["info"]["members"]:
         m["peer_urls"] = [u.replace("https://", "http://") for u in m["peer_urls"]]
@@ -742,7 +795,7 @@ def over_plain_http(facts: dict[str, Any]) -> dict[str, Any]:
         v["endpoint"] = v["endpoint"].replace("https://", "http://")
     for c in facts["claims"]:
         record = c["metadata"]["annotations"]
-        record[ep.ANN_INITIAL_CLUSTER] = record[ep.ANN_INITIAL_CLUSTER].replace("https", "http")
+        record[ANN_INITIAL_CLUSTER] = record[ANN_INITIAL_CLUSTER].replace("https", "http")
     return facts
 
 
@@ -845,7 +898,7 @@ def test_a_fork_that_answers_first_does_not_make_the_cluster():
 def test_agreement_needs_a_quorum_of_voters_confirming_the_list(views, ok):
     facts = healthy3()
     facts["info"] = info([member(i) for i in range(3)], views=views)
-    assert ep.agreement(facts["info"], CID)["ok"] is ok
+    assert agreement(facts["info"], CID)["ok"] is ok
 
 
 def test_stale_pods_and_claims_go_only_when_an_agreeing_quorum_says_so():
@@ -859,9 +912,9 @@ def test_stale_pods_and_claims_go_only_when_an_agreeing_quorum_says_so():
 
 
 def test_the_recorded_cluster_id_comes_from_status_else_the_claims():
-    assert ep.recorded_cluster_id(obj(), []) == CID
-    assert ep.recorded_cluster_id(obj(status={}), [claim(0), claim(1)]) == CID
-    assert ep.recorded_cluster_id(obj(status={}), [claim(0, joined=False)]) == ""
+    assert recorded_cluster_id(obj(), []) == CID
+    assert recorded_cluster_id(obj(status={}), [claim(0), claim(1)]) == CID
+    assert recorded_cluster_id(obj(status={}), [claim(0, joined=False)]) == ""
 
 
 def test_without_quorum_nothing_destructive_happens():
@@ -895,7 +948,7 @@ def test_a_member_removed_by_someone_is_lost_and_replaced():
 
 def test_a_removal_recorded_on_the_claim_is_finished():
     facts = healthy3(size=2)
-    facts["claims"][2]["metadata"]["annotations"][ep.ANN_REMOVING] = "scale-down"
+    facts["claims"][2]["metadata"]["annotations"][ANN_REMOVING] = "scale-down"
     p = ep.plan(facts)
     assert p["lost"] == ["e-2"] and p["heal"] == [] and p["remove"] == []
 
@@ -946,7 +999,7 @@ def test_a_learner_left_behind_is_promoted_and_lowering_size_cancels_it():
 def test_no_member_is_added_while_tls_material_is_invalid():
     secrets = {"peer": "p", "server": "s", "client": "c"}
     facts = healthy3(size=5, tls={"enabled": True, "secrets": secrets})
-    good = {"found": True, "type": "kubernetes.io/tls", "keys": list(ep.TLS_KEYS)}
+    good = {"found": True, "type": "kubernetes.io/tls", "keys": list(TLS_KEYS)}
     facts["tls"] = {"peer": good, "server": good, "client": {"found": False}}
     p = ep.plan(facts)
     assert p["add"] == [] and [r["field"] for r in p["refusals"]] == ["spec.tls.secrets.client"]
@@ -969,7 +1022,7 @@ def test_tls_summary_and_material_from_the_secrets_read():
         {"metadata": {"name": "other"}, "type": "Opaque", "data": {"x": b64("y")}},
     ]
     cluster = obj(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}})
-    seen = ep.tls_seen(secrets, cluster)
+    seen = tls_seen(secrets, cluster)
     assert seen["peer"] == {
         "found": True,
         "type": "kubernetes.io/tls",
@@ -982,7 +1035,7 @@ def test_tls_summary_and_material_from_the_secrets_read():
         "keys": [],
         "certs": {"tls.crt": [], "ca.crt": []},
     }
-    material = ep.tls_material(secrets, cluster)
+    material = tls_material(secrets, cluster)
     assert material == {"peer": {"tls.crt": "C", "tls.key": "K", "ca.crt": "A"}}
 
 
@@ -991,17 +1044,17 @@ def test_certificates_are_told_apart_by_the_fingerprint_of_their_der():
     other = create_ca("another CA", 1)
     bundle = cert_pem(ca.cert) + cert_pem(other.cert)
     der = ca.cert.public_bytes(serialization.Encoding.DER)
-    assert ep.pem_fingerprints(cert_pem(ca.cert)) == [hashlib.sha256(der).hexdigest()]
-    assert len(ep.pem_fingerprints(bundle)) == 2
-    assert ep.pem_fingerprints("not a certificate") == []
+    assert pem_fingerprints(cert_pem(ca.cert)) == [hashlib.sha256(der).hexdigest()]
+    assert len(pem_fingerprints(bundle)) == 2
+    assert pem_fingerprints("not a certificate") == []
     secret = {
         "metadata": {"name": "e-peer-tls"},
         "type": "kubernetes.io/tls",
         "data": {"tls.crt": b64(cert_pem(other.cert)), "ca.crt": b64(bundle), "tls.key": b64("K")},
     }
-    seen = ep.tls_seen([secret], obj())["peer"]
-    assert seen["certs"]["ca.crt"] == ep.pem_fingerprints(bundle)
-    assert seen["certs"]["tls.crt"] == ep.pem_fingerprints(cert_pem(other.cert))
+    seen = tls_seen([secret], obj())["peer"]
+    assert seen["certs"]["ca.crt"] == pem_fingerprints(bundle)
+    assert seen["certs"]["tls.crt"] == pem_fingerprints(cert_pem(other.cert))
 
 
 @pytest.mark.parametrize(
@@ -1017,10 +1070,10 @@ def test_certificates_are_told_apart_by_the_fingerprint_of_their_der():
     ],
 )
 def test_tls_secrets_must_look_like_tls_material_for_this_cluster(seen, reason, words):
-    spec = ep.normalize_spec(
+    spec = normalize_spec(
         obj(tls={"enabled": True, "secrets": {"peer": "p", "server": "s", "client": "c"}}), {}
     )
-    problems = ep.tls_problems({"peer": seen}, spec, "e")
+    problems = tls_problems({"peer": seen}, spec, "e")
     assert problems[0]["reason"] == reason and words in problems[0]["message"]
 
 
@@ -1047,7 +1100,7 @@ def own_tls(ca: str = "whole", **leaves: str | None) -> dict[str, Any]:
         }
     else:
         seen["ca"] = {"found": False}
-    for purpose in ep.TLS_LEAVES:
+    for purpose in TLS_LEAVES:
         trusted = leaves.get(purpose, CA_FP)
         seen[purpose] = (
             {"found": False}
@@ -1058,7 +1111,7 @@ def own_tls(ca: str = "whole", **leaves: str | None) -> dict[str, Any]:
 
 
 def own_spec() -> dict[str, Any]:
-    return ep.normalize_spec(obj(), {})
+    return normalize_spec(obj(), {})
 
 
 @pytest.mark.parametrize(
@@ -1106,7 +1159,7 @@ def own_spec() -> dict[str, Any]:
 def test_own_tls_material_is_put_back_never_replaced_once_the_cluster_ran(
     seen, state, issue, new_ca, ca_from, write, reasons, unmountable
 ):
-    t = ep.tls_plan(seen, own_spec(), "e", state)
+    t = tls_plan(seen, own_spec(), "e", state)
     assert (t["issue"], t["new_ca"], t["ca_from"], t["write"]) == (issue, new_ca, ca_from, write)
     assert [r["reason"] for r in t["refusals"]] == reasons
     assert sorted(t["unmountable"]) == unmountable
@@ -1118,7 +1171,7 @@ def test_own_tls_material_is_put_back_never_replaced_once_the_cluster_ran(
 
 
 def test_tls_refusals_name_the_secret_and_say_what_to_do():
-    t = ep.tls_plan(own_tls("gone", server=None), own_spec(), "e", "running")
+    t = tls_plan(own_tls("gone", server=None), own_spec(), "e", "running")
     lost, key = t["refusals"]
     assert lost["message"].startswith("Secret e-server-tls is gone and cannot be issued again")
     assert "Secret e-ca, tls.key" in lost["message"] and "from a backup" in lost["message"]
@@ -1129,7 +1182,7 @@ def test_tls_refusals_name_the_secret_and_say_what_to_do():
     (event,) = t["announce"]
     assert event["type"] == "Warning" and event["reason"] == "TLSSecretRestored"
     assert "Secret e-ca was missing" in event["message"]
-    t = ep.tls_plan(own_tls(client=None), own_spec(), "e", "running")
+    t = tls_plan(own_tls(client=None), own_spec(), "e", "running")
     assert (
         "Secret e-client-tls was missing: issued again from the cluster's CA"
         in (t["announce"][0]["message"])
@@ -1137,9 +1190,9 @@ def test_tls_refusals_name_the_secret_and_say_what_to_do():
 
 
 def test_tls_not_looked_at_or_off_decides_nothing():
-    assert ep.tls_plan(None, own_spec(), "e", "running")["refusals"] == []
-    off = ep.normalize_spec(obj(tls={"enabled": False}), {})
-    assert ep.tls_plan(own_tls("gone", peer=None), off, "e", "running")["write"] == []
+    assert tls_plan(None, own_spec(), "e", "running")["refusals"] == []
+    off = normalize_spec(obj(tls={"enabled": False}), {})
+    assert tls_plan(own_tls("gone", peer=None), off, "e", "running")["write"] == []
 
 
 @pytest.mark.parametrize(
@@ -1159,7 +1212,7 @@ def test_tls_not_looked_at_or_off_decides_nothing():
     ],
 )
 def test_how_far_the_tls_material_may_be_in_use(facts, state):
-    assert ep.run_state(ep._Observed(facts)) == state
+    assert run_state(_Observed(facts)) == state
 
 
 def test_the_ca_secret_deleted_from_a_running_cluster_comes_back_as_it_was():
@@ -1202,7 +1255,7 @@ def test_no_member_pod_is_made_while_a_secret_it_mounts_is_lost():
     facts["tls"] = own_tls("cert")
     assert ep.plan(facts)["roll"] == ["e-2"]
     facts = healthy3()
-    facts["pods"] = [pod(0), pod(1), pod(2, phase="Failed", message=ep.DATA_LOST_SIGNS[0])]
+    facts["pods"] = [pod(0), pod(1), pod(2, phase="Failed", message=DATA_LOST_SIGNS[0])]
     facts["info"] = info([member(0), member(1), member(2, healthy=False)])
     facts["tls"] = own_tls("cert")
     assert [r["name"] for r in ep.plan(facts)["replace"]] == ["e-2"]
@@ -1231,12 +1284,12 @@ def test_the_runbook_connects_with_what_the_secrets_still_hold():
     server = secret("e-server-tls", tls_crt="S", tls_key="SK", ca_crt="CA")
     client = secret("e-client-tls", tls_crt="C", tls_key="CK", ca_crt="CA")
     whole = {"ca": "CA", "cert": "C", "key": "CK"}
-    assert ep.tls_client([ca, peer, server, client], obj()) == whole
-    assert ep.tls_client([ca, peer, client], obj()) == whole
+    assert tls_client([ca, peer, server, client], obj()) == whole
+    assert tls_client([ca, peer, client], obj()) == whole
     # The client pair gone: the server's stands in, else the peer's; never the CA's own.
-    assert ep.tls_client([ca, peer, server], obj()) == {"ca": "CA", "cert": "S", "key": "SK"}
-    assert ep.tls_client([ca, peer], obj()) == {"ca": "CA", "cert": "P", "key": "PK"}
-    assert ep.tls_client([ca], obj()) == {}
+    assert tls_client([ca, peer, server], obj()) == {"ca": "CA", "cert": "S", "key": "SK"}
+    assert tls_client([ca, peer], obj()) == {"ca": "CA", "cert": "P", "key": "PK"}
+    assert tls_client([ca], obj()) == {}
 
 
 # --- rolling -------------------------------------------------------------------------------
@@ -1246,7 +1299,7 @@ def minor_upgrade(*backups: dict[str, Any], annotation: str = "") -> dict[str, A
     """A healthy 3.5 cluster whose spec asks for 3.6, with the EtcdBackups of its namespace."""
     facts = healthy3(version="3.6.16")
     if annotation:
-        facts["object"]["metadata"]["annotations"] = {ep.ANN_UPGRADE_WITHOUT_SNAPSHOT: annotation}
+        facts["object"]["metadata"]["annotations"] = {ANN_UPGRADE_WITHOUT_SNAPSHOT: annotation}
     facts["claims"] = [claim(i, version="3.5.35") for i in range(3)]
     facts["pods"] = [pod(i, version="3.5.35") for i in range(3)]
     facts["info"] = info([member(i) for i in range(3)], leader=0)
@@ -1266,7 +1319,7 @@ def etcd_backup(
         "metadata": {
             "name": name,
             "namespace": "ns",
-            "labels": {ep.LABEL_BEFORE_UPGRADE: before} if before else {},
+            "labels": {LABEL_BEFORE_UPGRADE: before} if before else {},
         },
         "spec": {
             "clusterName": cluster,
@@ -1328,7 +1381,7 @@ def test_a_minor_upgrade_waits_for_a_verified_snapshot(
     if refused:
         assert p["refusals"][0]["field"] == "spec.version"
         assert p["refusals"][0]["message"].startswith("spec.version 3.6.16: ")
-        assert ep.ANN_UPGRADE_WITHOUT_SNAPSHOT in p["refusals"][0]["message"]
+        assert ANN_UPGRADE_WITHOUT_SNAPSHOT in p["refusals"][0]["message"]
     assert bool(p["upgrade_waiting"]) == waiting
     assert bool(p["upgrade_backup"]) == creates
     assert p["steps"] == creates
@@ -1342,7 +1395,7 @@ def test_a_minor_upgrade_waits_for_a_verified_snapshot(
 def test_the_snapshot_before_an_upgrade_goes_where_the_clusters_backups_go_but_apart():
     (made,) = ep.plan(minor_upgrade(etcd_backup("nightly")))["upgrade_backup"]
     assert made["metadata"]["name"] == "e-before-3-6"
-    assert made["metadata"]["labels"][ep.LABEL_BEFORE_UPGRADE] == "3.6"
+    assert made["metadata"]["labels"][LABEL_BEFORE_UPGRADE] == "3.6"
     assert made["metadata"]["ownerReferences"][0]["kind"] == "EtcdCluster"
     # Its own prefix: the schedule's retention never prunes it. Once, no schedule.
     assert made["spec"]["destination"]["s3"]["prefix"] == "p/before-upgrade"
@@ -1394,11 +1447,11 @@ def test_the_roll_starts_once_the_snapshot_is_verified_and_status_says_where():
         ("labelled, running", "3.6", "e", "Running", False, "", ""),
         # A person's object of that name: never read as the snapshot, and never waited on.
         ("unlabelled, verified", "", "e", "Succeeded", False, "UpgradeSnapshotNameTaken",
-         f"lacks the label {ep.LABEL_BEFORE_UPGRADE}=3.6"),
+         f"lacks the label {LABEL_BEFORE_UPGRADE}=3.6"),
         ("unlabelled, failed", "", "e", "Failed", False, "UpgradeSnapshotNameTaken",
          "lacks the label"),
         ("labelled for another minor", "3.5", "e", "Succeeded", False,
-         "UpgradeSnapshotNameTaken", f"labelled {ep.LABEL_BEFORE_UPGRADE}=3.5, not 3.6"),
+         "UpgradeSnapshotNameTaken", f"labelled {LABEL_BEFORE_UPGRADE}=3.5, not 3.6"),
         # Labelled, but for another cluster: not this cluster's snapshot.
         ("labelled, another cluster", "3.6", "x", "Succeeded", False,
          "UpgradeSnapshotNameTaken", "spec.clusterName is 'x', not 'e'"),
@@ -1468,9 +1521,7 @@ def _made_on(p: dict[str, Any], name: str, claim_: dict[str, Any]) -> str:
     """The version the Pod the runbook makes for `name` runs, by its image."""
     pod_ = manifests.member_pod(p, name, claim_)
     image = pod_["spec"]["containers"][0]["image"]
-    assert pod_["metadata"]["annotations"][ep.ANN_POD_HASH] == ep.pod_hash(
-        p["spec"], p["versions"][name]
-    )
+    assert pod_["metadata"]["annotations"][ANN_POD_HASH] == pod_hash(p["spec"], p["versions"][name])
     return image.rsplit(":v", 1)[1]
 
 
@@ -1496,7 +1547,7 @@ def test_a_pod_made_while_a_minor_upgrade_may_not_start_keeps_the_version(state)
     p = ep.plan(facts)
     assert p["add"] == ["e-3"], (state, p["refusals"])
     new_claim = manifests.member_claim(p, "e-3", "", "existing")
-    assert new_claim["metadata"]["annotations"][ep.ANN_VERSION] == expected, state
+    assert new_claim["metadata"]["annotations"][ANN_VERSION] == expected, state
     assert _made_on(p, "e-3", new_claim) == expected, state
 
     # A member lost with its node: replaced (removed first)...
@@ -1543,7 +1594,7 @@ def test_another_change_rolls_on_the_old_version_while_the_upgrade_waits():
     p = ep.plan(facts)
     assert p["upgrade_waiting"] and p["roll"][:1] == ["e-1"]
     assert p["versions"]["e-1"] == "3.5.35"
-    assert p["pod_hashes"]["e-1"] == ep.pod_hash(p["spec"], "3.5.35")
+    assert p["pod_hashes"]["e-1"] == pod_hash(p["spec"], "3.5.35")
 
 
 def test_a_waiting_upgrade_reports_upgrading_a_refused_one_degraded():
@@ -1557,9 +1608,9 @@ def test_a_waiting_upgrade_reports_upgrading_a_refused_one_degraded():
 
 @pytest.mark.parametrize("cluster", ["e", "a" * 44, "b" * 50])
 def test_the_before_upgrade_backup_name_leaves_room_for_its_jobs(cluster):
-    name = ep.before_upgrade_name(cluster, "3.6")
+    name = before_upgrade_name(cluster, "3.6")
     assert len(name) <= 52 and name.endswith("-before-3-6")
-    assert name != ep.before_upgrade_name(cluster[:-1] + "z", "3.6")
+    assert name != before_upgrade_name(cluster[:-1] + "z", "3.6")
 
 
 @pytest.mark.parametrize(
@@ -1587,7 +1638,7 @@ def test_a_volume_grows_first_and_the_quota_follows_its_real_capacity():
     facts = healthy3(storage={"size": "2Gi"})
     p = ep.plan(facts)
     assert p["grow"] == ["e-0-data", "e-1-data", "e-2-data"]
-    assert p["spec"]["quota_bytes"] == 320 * ep.MiB and p["roll"] == [], "not before the disk grew"
+    assert p["spec"]["quota_bytes"] == 320 * MiB and p["roll"] == [], "not before the disk grew"
 
 
 def test_no_roll_while_a_member_is_unhealthy():
@@ -1632,8 +1683,8 @@ def on_new_pod(
         since = datetime.fromisoformat(ROLL_NOW.replace("Z", "+00:00")) - timedelta(
             seconds=healthy_for
         )
-        made["metadata"]["annotations"][ep.ANN_HEALTHY_SINCE] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
-        made["metadata"]["annotations"][ep.ANN_HEALTHY_RUN] = f"{STARTED}/{READY}"
+        made["metadata"]["annotations"][ANN_HEALTHY_SINCE] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        made["metadata"]["annotations"][ANN_HEALTHY_RUN] = f"{STARTED}/{READY}"
     return made
 
 
@@ -1686,7 +1737,7 @@ def test_a_rolled_member_must_stay_healthy_before_the_next_goes(
     assert p["halted"] == {} and p["ended"] == [] and p["heal"] == [], case
     if marks:
         assert p["settle_marks"][0]["since"] == ROLL_NOW
-        assert p["settle_marks"][0]["run"] == ep.healthy_run(facts["pods"][1])
+        assert p["settle_marks"][0]["run"] == healthy_run(facts["pods"][1])
     report = ep.report(facts)
     progressing = report["conditions"]["Progressing"]
     assert progressing["status"] == "True" and report["phase"] == "Upgrading", case
@@ -1821,13 +1872,13 @@ def test_a_rolled_member_that_cannot_run_halts_the_roll_naming_the_field(
         facts["pods"][1] = _unschedulable(facts["pods"][1], scheduler)
     facts["info"] = info([member(0), member(1, healthy=False), member(2)])
     p = ep.plan(facts)
-    if ep.healthy_run(facts["pods"][1]):
+    if healthy_run(facts["pods"][1]):
         # Up for a moment between two deaths: left alone, and re-made once it is down again.
         assert p["ended"] == [] and p["roll"] == [] and "RollHalted" not in str(p["refusals"])
         return
     assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"], reason
     assert [r["reason"] for r in p["refusals"]] == (["MemberUnschedulable"] if scheduler else [])
-    assert p["pod_hashes"]["e-1"] == facts["pods"][0]["metadata"]["annotations"][ep.ANN_POD_HASH]
+    assert p["pod_hashes"]["e-1"] == facts["pods"][0]["metadata"]["annotations"][ANN_POD_HASH]
 
 
 def test_setting_the_spec_back_is_not_held_by_the_other_members_own_past():
@@ -1941,7 +1992,7 @@ def test_a_pod_made_from_the_spec_that_cannot_run_is_said_outside_a_roll(status,
     ],
 )  # fmt: skip
 def test_what_a_new_pod_changed_is_told_from_an_old_one(before, after, fields):
-    assert ep.changed_fields(made_from(after, 1), made_from(before, 0)) == fields
+    assert changed_fields(made_from(after, 1), made_from(before, 0)) == fields
 
 
 @pytest.mark.parametrize(
@@ -1949,7 +2000,7 @@ def test_what_a_new_pod_changed_is_told_from_an_old_one(before, after, fields):
 )
 def test_min_ready_seconds(value, ok):
     spec = {} if value is None else {"minReadySeconds": value}
-    normalized = ep.normalize_spec(obj(**spec), {})
+    normalized = normalize_spec(obj(**spec), {})
     assert [p["field"] for p in normalized["problems"]] == ([] if ok else ["spec.minReadySeconds"])
     assert normalized["min_ready_seconds"] == (value if ok and value is not None else 30)
 
@@ -2051,7 +2102,7 @@ def test_report_of_a_new_cluster():
 def test_a_member_is_who_its_whole_peer_url_says(peer, name):
     """Not the URL's first label, nor the name the member gives itself."""
     m = {**member(1), "peer_urls": [peer], "name": "e-1"}
-    o = ep._Observed({**healthy3(), "info": info([member(0), m, member(2)])})
+    o = _Observed({**healthy3(), "info": info([member(0), m, member(2)])})
     assert [x["name"] for x in o.members] == ["e-0", name, "e-2"]
     assert o.healthy("e-1") is bool(name)
     assert [x["id"] for x in o.foreign] == ([] if name else [mid(1)])
@@ -2161,7 +2212,7 @@ ANTI = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.
     ],
 )
 def test_what_the_scheduler_said(conditions, said):
-    assert ep.unschedulable({"status": {"conditions": conditions}}) == said
+    assert unschedulable({"status": {"conditions": conditions}}) == said
 
 
 def test_a_learner_no_node_takes_is_neither_promoted_nor_followed_and_says_why():
@@ -2211,7 +2262,7 @@ def test_a_member_pod_waiting_for_a_cordoned_node_names_the_pod_spec():
         # All healthy: nothing to look at again.
         (True, True, False, None),
         # The Pod is Ready but etcd does not count the member yet: look again soon.
-        (False, True, False, ep.LAGGING_RECHECK),
+        (False, True, False, LAGGING_RECHECK),
         # The Pod is not Ready: its turning Ready is an event of its own.
         (False, False, False, None),
         # Paused: the operator changes nothing, and looks when told.
@@ -2576,7 +2627,7 @@ def test_a_lost_node_is_reported_and_looked_at_again_when_due():
     ],
 )
 def test_node_loss_timeout(value, seconds):
-    assert ep.node_loss_seconds(value) == seconds
+    assert node_loss_seconds(value) == seconds
 
 
 def test_a_bad_node_loss_timeout_is_refused_naming_the_field():

@@ -1,0 +1,357 @@
+"""The EtcdCluster's spec as the plan reads it: its defaults, storage and backend quota, the
+versions it may run and move between, the administrator's allow-lists, and what a member Pod
+is made from (`pod_hash`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from etcd_runbook.rules.cluster.common import (
+    MAX_INDEX,
+    PlanError,
+    _meta,
+    _refusal,
+    format_bytes,
+    parse_quantity,
+    quorum_of,
+    stable_hash,
+    version_tuple,
+)
+from etcd_runbook.rules.etcd_tls_secrets import secret_names
+
+DEFAULT_VERSION = "3.6.16"
+DEFAULT_REPOSITORY = "gcr.io/etcd-development/etcd"
+DEFAULT_STORAGE = "1Gi"
+# How long a member's node may be unreachable before the member is replaced on another node
+# (spec.nodeLossTimeout): Kubernetes' own default for evicting Pods from such a node.
+DEFAULT_NODE_LOSS_TIMEOUT = 300
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# How long a member restarted by a roll must stay healthy (its Pod Ready, its container never
+# restarted, etcd counting it healthy) before the roll takes the next member down
+# (spec.minReadySeconds): the readiness probe needs 10 s to see a hung member, and a member
+# etcd cannot run in was seen killed for memory 11 s after it first answered.
+DEFAULT_MIN_READY_SECONDS = 30
+MAX_MIN_READY_SECONDS = 3600
+# Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
+POD_TEMPLATE_REVISION = 2
+# etcd preallocates WAL segments of 64 MB and keeps 5 (--max-wals) beside the one being
+# written; a defragmentation, or a snapshot received from the leader, writes a second copy of
+# the database beside the first. The backend quota is what is left, halved.
+MiB = 1024**2
+GiB = 1024**3
+WAL_RESERVE = 6 * 64 * MiB
+MIN_QUOTA = 64 * MiB
+MIN_VOLUME = WAL_RESERVE + 2 * MIN_QUOTA
+MAX_QUOTA = 8 * GiB  # etcd's suggested maximum
+# Releases with known data inconsistency bugs (etcd's 3.5.3 announcement).
+BROKEN_VERSIONS = ("3.5.0", "3.5.1", "3.5.2")
+_VERSION = re.compile(r"^3\.(4|5|6)\.([0-9]+)$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Longest EtcdCluster name: its member names (-N) and their claims, Services and Secrets must
+# stay within Kubernetes' 63-character DNS labels.
+MAX_NAME = 50
+
+
+def run_refusal(
+    obj: dict[str, Any],
+    name: str,
+    namespace: str,
+    allow_missing: bool = False,
+    by_hand: bool = False,
+    ignore_pause: bool = False,
+    read_only: bool = False,
+) -> str:
+    """Why a run of a runbook on EtcdCluster namespace/name must not start; '' when it may.
+
+    `obj` is the EtcdCluster as read ({} when it does not exist). The operator's runs are not
+    refused on a paused cluster: they only look and report (the plan's hands_off). A person
+    must say they mean to act on one; a read-only run may always look."""
+    if not _NAME.match(name) or len(name) > MAX_NAME or not namespace:
+        return (
+            "The name must be the EtcdCluster's name (lowercase letters, digits, '-', at most "
+            f"{MAX_NAME} characters) and the namespace its namespace; got name={name!r} "
+            f"namespace={namespace!r}"
+        )
+    if not obj.get("metadata") and not allow_missing:
+        return f"EtcdCluster {namespace}/{name} does not exist"
+    paused = bool((obj.get("spec") or {}).get("paused"))
+    if paused and by_hand and not ignore_pause and not read_only:
+        return (
+            f"EtcdCluster {namespace}/{name} has spec.paused: true. To act on it anyway, run "
+            "again with -e ignore_pause=true (to only look, use playbooks/etcd-status.yml)."
+        )
+    return ""
+
+
+def quota_limit(volume_bytes: int) -> int:
+    """The largest backend quota a volume holds with room for the WAL and a second copy."""
+    return min(MAX_QUOTA, max(0, (volume_bytes - WAL_RESERVE) // 2))
+
+
+def version_problem(version: str) -> str:
+    """Why `version` may never run, or ''."""
+    if not _VERSION.match(version):
+        return f"spec.version {version!r} is not 3.4.x, 3.5.x or 3.6.x"
+    if version in BROKEN_VERSIONS:
+        return (
+            f"spec.version {version} is one of etcd 3.5.0 to 3.5.2, which have known data "
+            "inconsistency bugs (fixed in 3.5.3); choose 3.5.3 or newer"
+        )
+    return ""
+
+
+def version_change_problem(current: str, target: str, min_35_for_36: str) -> str:
+    """Why a member running `current` may not move to `target`, or ''."""
+    cur, tgt = version_tuple(current)[1], version_tuple(target)[1]
+    if tgt < cur:
+        return (
+            f"going from etcd {current} down to {target} is a downgrade across a minor version, "
+            "which needs etcd's downgrade procedure (downgrade validate/enable, one minor at a "
+            "time) that this runbook does not perform"
+        )
+    if tgt > cur + 1:
+        return (
+            f"going from etcd {current} to {target} skips a minor version; upgrade one minor "
+            f"at a time (to 3.{cur + 1}.x first)"
+        )
+    if (cur, tgt) == (5, 6) and version_tuple(current) < version_tuple(min_35_for_36):
+        return (
+            f"going from etcd {current} to {target} needs etcd {min_35_for_36} or newer first "
+            "(etcd's 3.5 to 3.6 upgrade notes)"
+        )
+    return ""
+
+
+def _size_warning(size: int) -> dict[str, str] | None:
+    if size == 2:
+        return {
+            "reason": "TwoMemberCluster",
+            "message": "spec.size 2 tolerates no failure, and its PodDisruptionBudget "
+            "(minAvailable 2) lets no drain evict a member; use 3",
+        }
+    if size % 2 == 0:
+        return {
+            "reason": "EvenClusterSize",
+            "message": f"spec.size {size} is even: it tolerates no more failures than "
+            f"{size - 1} members and needs one more for quorum; prefer an odd size",
+        }
+    if size > 7:
+        return {
+            "reason": "LargeClusterSize",
+            "message": f"spec.size {size} is above 7: every write waits for {quorum_of(size)} "
+            "members, so writes get slower; 3 or 5 members are usual",
+        }
+    return None
+
+
+def _storage(storage: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int, int]:
+    """(volume bytes, backend quota bytes) of the spec; problems name the field."""
+    size = str(storage.get("size") or DEFAULT_STORAGE)
+    try:
+        volume = parse_quantity(size)
+    except PlanError:
+        problems.append(
+            _refusal(
+                "InvalidSpec", "spec.storage.size", f"spec.storage.size {size!r} is not a quantity"
+            )
+        )
+        return parse_quantity(DEFAULT_STORAGE), quota_limit(parse_quantity(DEFAULT_STORAGE))
+    if volume < MIN_VOLUME:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.storage.size",
+                f"spec.storage.size {size} is below {format_bytes(MIN_VOLUME)}: etcd "
+                "preallocates 64 MB WAL segments and needs room for a second copy of its "
+                "database",
+            )
+        )
+    limit = quota_limit(volume)
+    if "quotaBackendBytes" not in storage:
+        return volume, max(limit, MIN_QUOTA)
+    field = "spec.storage.quotaBackendBytes"
+    asked_text = storage["quotaBackendBytes"]
+    try:
+        asked = parse_quantity(asked_text)
+    except PlanError:
+        problems.append(_refusal("InvalidSpec", field, f"{field} {asked_text!r} is not a quantity"))
+        return volume, max(limit, MIN_QUOTA)
+    if asked > limit:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                field,
+                f"{field} {asked_text} does not fit a {size} volume: at most "
+                f"{format_bytes(limit)} leaves room for the WAL and a second copy of the "
+                "database (defragmentation, snapshots)",
+            )
+        )
+    elif asked < MIN_QUOTA:
+        problems.append(
+            _refusal("InvalidSpec", field, f"{field} must be at least {format_bytes(MIN_QUOTA)}")
+        )
+    else:
+        return volume, asked
+    return volume, max(limit, MIN_QUOTA)
+
+
+def node_loss_seconds(value: Any) -> int | None:
+    """spec.nodeLossTimeout in seconds (absent: the default; "0": never), None when it is not
+    a duration of hours, minutes and seconds."""
+    if value is None:
+        return DEFAULT_NODE_LOSS_TIMEOUT
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    match = _DURATION.match(text) if not isinstance(value, bool) else None
+    if not text or not match:
+        return None
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def not_allowed(spec: dict[str, Any], options: dict[str, Any]) -> list[dict[str, str]]:
+    """What the spec asks for outside its administrator's allow-lists, each refusal naming its
+    field: the image repository the members run (`options.allowed_repositories`, the
+    operator's ETCD_RUNBOOK_ALLOWED_REPOSITORIES) and the PriorityClass they are scheduled
+    with (`options.allowed_priority_classes`, ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES). Each is a
+    list or a comma-separated string of exact names; empty allows anything. A spec without a
+    priority class asks for none."""
+    refused = []
+    pod = spec.get("pod")
+    for field, what, variable, value in (
+        (
+            "spec.repository",
+            "allowed_repositories",
+            "ETCD_RUNBOOK_ALLOWED_REPOSITORIES",
+            spec.get("repository") or DEFAULT_REPOSITORY,
+        ),
+        (
+            "spec.pod.priorityClassName",
+            "allowed_priority_classes",
+            "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES",
+            pod.get("priorityClassName") if isinstance(pod, dict) else None,
+        ),
+    ):
+        listed = options.get(what) or []
+        allowed = [
+            str(v).strip()
+            for v in (listed.split(",") if isinstance(listed, str) else listed)
+            if str(v).strip()
+        ]
+        if value is not None and allowed and str(value) not in allowed:
+            refused.append(
+                _refusal(
+                    "NotAllowed",
+                    field,
+                    f"{field} {str(value)!r} is not one this operator's administrator allows "
+                    f"({', '.join(allowed)}; {variable}); nothing is changed until it names "
+                    "one of them",
+                )
+            )
+    return refused
+
+
+def _timings(spec: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int, int]:
+    """(spec.nodeLossTimeout in seconds, spec.minReadySeconds), each its default when it
+    cannot be used; problems name the field."""
+    node_loss = node_loss_seconds(spec.get("nodeLossTimeout"))
+    if node_loss is None:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.nodeLossTimeout",
+                "spec.nodeLossTimeout must be a duration such as 90s, 5m or 1h30m (0: never "
+                f"replace, wait for the node), got {spec.get('nodeLossTimeout')!r}",
+            )
+        )
+        node_loss = DEFAULT_NODE_LOSS_TIMEOUT
+    min_ready = spec.get("minReadySeconds", DEFAULT_MIN_READY_SECONDS)
+    if (
+        not isinstance(min_ready, int)
+        or isinstance(min_ready, bool)
+        or not 0 <= min_ready <= MAX_MIN_READY_SECONDS
+    ):
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.minReadySeconds",
+                f"spec.minReadySeconds must be 0 to {MAX_MIN_READY_SECONDS}, got {min_ready!r}",
+            )
+        )
+        min_ready = DEFAULT_MIN_READY_SECONDS
+    return node_loss, min_ready
+
+
+def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
+    names its field) and the warnings worth an Event."""
+    spec = obj.get("spec") or {}
+    problems: list[dict[str, str]] = []
+    size = spec.get("size", 3)
+    if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_INDEX:
+        problems.append(
+            _refusal(
+                "InvalidSpec", "spec.size", f"spec.size must be 1 to {MAX_INDEX}, got {size!r}"
+            )
+        )
+        size = 3
+    version = str(spec.get("version") or DEFAULT_VERSION)
+    if problem := version_problem(version):
+        problems.append(_refusal("InvalidSpec", "spec.version", problem))
+    storage = spec.get("storage") or {}
+    volume, quota = _storage(storage, problems)
+    tls = spec.get("tls") or {}
+    tls_enabled = bool(tls.get("enabled", True))
+    user_secrets = tls.get("secrets") or {}
+    name = str(_meta(obj).get("name") or options.get("name") or "")
+    pod = spec.get("pod") or {}
+    node_loss, min_ready = _timings(spec, problems)
+    refused = not_allowed(spec, options)
+    problems.extend(refused)
+    warning = _size_warning(size)
+    return {
+        # Anything outside the allow-lists: no Pod, claim or Secret is made for it (hands off).
+        "allowed": not refused,
+        "size": size,
+        "version": version,
+        "repository": str(spec.get("repository") or DEFAULT_REPOSITORY),
+        "storage_size": str(storage.get("size") or DEFAULT_STORAGE),
+        "storage_class": storage.get("storageClassName"),
+        "volume_bytes": volume,
+        "quota_bytes": quota,
+        "tls": tls_enabled,
+        "tls_own": tls_enabled and not user_secrets,
+        "secrets": secret_names(name, tls),
+        "pod": {
+            "labels": dict(pod.get("labels") or {}),
+            "annotations": dict(pod.get("annotations") or {}),
+            "resources": pod.get("resources"),
+            "affinity": pod.get("affinity") or {},
+            "anti_affinity": pod.get("antiAffinity") or "preferred",
+            "node_selector": pod.get("nodeSelector"),
+            "tolerations": pod.get("tolerations"),
+            "priority_class": pod.get("priorityClassName"),
+        },
+        "node_loss_timeout": node_loss,
+        "min_ready_seconds": min_ready,
+        "paused": bool(spec.get("paused", False)),
+        "problems": problems,
+        "warnings": [warning] if warning else [],
+    }
+
+
+def pod_hash(spec: dict[str, Any], version: str) -> str:
+    """What a running member rolls for when it changes: everything of its Pod but its name,
+    voting label and first-start flags (etcd ignores those once it has data)."""
+    return stable_hash(
+        {
+            "revision": POD_TEMPLATE_REVISION,
+            "image": f"{spec['repository']}:v{version}",
+            "pod": spec["pod"],
+            "quota": spec["quota_bytes"],
+            "tls": spec["tls"],
+            "secrets": [spec["secrets"]["peer"], spec["secrets"]["server"]],
+        }
+    )

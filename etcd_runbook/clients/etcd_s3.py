@@ -215,33 +215,7 @@ def explain(
     minio = _minio()
     where = params.where(key)
     if isinstance(exc, minio.error.S3Error):
-        code = exc.code or ""
-        said = s3_said(params, code, exc.message)
-        if code in AUTH_CODES:
-            return S3Error(
-                f"{operation} {where} was refused: the access key and secret key are wrong or "
-                f"lack permission on bucket {params.bucket} ({said})",
-                reason="S3AuthFailed",
-            )
-        if code == "NoSuchBucket":
-            return S3Error(
-                f"{operation} {where} failed: bucket {params.bucket} does not exist (create "
-                "it, or fix s3.bucket); nothing was written",
-                reason="S3BucketMissing",
-            )
-        if code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound"):
-            return S3Error(f"{operation} {where} failed: no such object", reason="S3ObjectMissing")
-        if code in (
-            "PermanentRedirect",
-            "AuthorizationHeaderMalformed",
-            "IllegalLocationConstraint",
-        ):
-            return S3Error(
-                f"{operation} {where} failed: the bucket is in another region than "
-                f"s3.region={params.region} ({said})",
-                reason="S3WrongRegion",
-            )
-        return S3Error(f"{operation} {where} failed: {said}")
+        return _store_refused(exc, params, operation, where)
     if isinstance(exc, minio.error.InvalidResponseError):
         # Its text holds the whole body the endpoint sent: only the status and type are kept.
         status = getattr(exc, "_code", "?")
@@ -266,6 +240,44 @@ def explain(
             "error; it may be overloaded or down)",
             reason="S3Error",
         )
+    return _not_answered(exc, params, operation, where)
+
+
+def _store_refused(exc: Any, params: S3Params, operation: str, where: str) -> S3Error:
+    """The store answered with an S3 error: its code says what to fix (the keys, the bucket,
+    the object, the region), each with its own reason word."""
+    code = exc.code or ""
+    said = s3_said(params, code, exc.message)
+    if code in AUTH_CODES:
+        return S3Error(
+            f"{operation} {where} was refused: the access key and secret key are wrong or "
+            f"lack permission on bucket {params.bucket} ({said})",
+            reason="S3AuthFailed",
+        )
+    if code == "NoSuchBucket":
+        return S3Error(
+            f"{operation} {where} failed: bucket {params.bucket} does not exist (create "
+            "it, or fix s3.bucket); nothing was written",
+            reason="S3BucketMissing",
+        )
+    if code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound"):
+        return S3Error(f"{operation} {where} failed: no such object", reason="S3ObjectMissing")
+    if code in (
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+        "IllegalLocationConstraint",
+    ):
+        return S3Error(
+            f"{operation} {where} failed: the bucket is in another region than "
+            f"s3.region={params.region} ({said})",
+            reason="S3WrongRegion",
+        )
+    return S3Error(f"{operation} {where} failed: {said}")
+
+
+def _not_answered(exc: BaseException, params: S3Params, operation: str, where: str) -> S3Error:
+    """No S3 answer at all: a TLS failure or an unreachable store, told apart by the words of
+    the error, each with what to check; anything else is said as it came, scrubbed."""
     text = short_text(params.scrub(str(exc)), 300)
     lowered = text.lower()
     if any(hint in lowered for hint in ("ssl", "certificate", "tls", "handshake")):

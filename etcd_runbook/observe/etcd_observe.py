@@ -679,28 +679,8 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
     """The module's work: see the module's RETURN for the shape."""
     etcd = params.get("etcd") or {}
     check(etcd)
-    reader = KubeReader(credentials(params.get("kubeconfig"), params.get("context")), 10.0)
-    observer = Observer(
-        reader=reader,
-        namespace=params["namespace"],
-        selector=params["selector"],
-        secret_selector=params.get("secret_selector"),
-        secret_names=params.get("secret_names"),
-        timeout=float(etcd.get("timeout") or 5),
-        backups=bool(params.get("backups")),
-    )
-    forward = etcd.get("port_forward")
-    forwarder = (
-        Forwarder(
-            script=forward["script"],
-            kubectl=forward.get("kubectl") or "kubectl",
-            namespace=params["namespace"],
-            max_seconds=int(forward.get("max_seconds") or 3600),
-            state_dir=forward.get("state_dir") or "",
-        )
-        if forward
-        else None
-    )
+    observer = _observer(params, etcd)
+    forwarder = _forwarder(params, etcd)
     wait = params.get("wait_for") or {}
     deadline = time.monotonic() + float(wait.get("timeout") or 0)
     stopped = partial(stop_asked, str(wait.get("stop_file") or ""))
@@ -710,75 +690,18 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     while True:
-        # The runbook's own clock, compared only with times it wrote itself (a rolled member's
-        # healthy-since mark), never with a kubelet's or the API server's.
-        observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        facts = observer.kubernetes()
-        result: dict[str, Any] = {
-            **facts,
-            "endpoints": {},
-            "addresses": {},
-            "forward_failed": {},
-            "observed_at": observed_at,
-        }
-        result.update(info={}, info_error="etcd was not asked")
-        if etcd.get("enabled"):
-            result.update(reach_dialable(etcd, forwarder, facts["nodes"], facts["pods"]))
-            tls = (
-                tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
-                if etcd.get("tls")
-                else {}
-            )
-            result["info"], result["info_error"] = ask_etcd(
-                result["endpoints"],
-                tls,
-                observer.timeout,
-                etcd.get("cluster_id") or None,
-                result["addresses"],
-            )
-        result["state_dir"] = forwarder.state_dir if forwarder else ""
-        if going and stopped():
-            result["wait_error"] = f"the run was asked to stop: {', '.join(going)} still going"
-            result["wait_reason"] = "Stopped"
-            return result
+        facts, result, tls = _look(etcd, observer, forwarder)
         if going:
             # The facts go back with the failure, as below.
-            result["wait_error"] = (
-                f"member Pods still being deleted after {wait['timeout']}s: {', '.join(going)}"
-            )
+            result.update(_pods_still_going(going, wait, stopped))
             return result
         waiting = [
             m for m in awaited(wait) if not member_healthy(result["info"], m, peer_url(etcd, m))
         ]
         if not waiting:
             return result
-        for member in waiting:
-            if why := unschedulable(facts["pods"], member):
-                # No node takes it: waiting out the timeout would change nothing, and the plan
-                # says why in status.
-                result["wait_error"] = f"member {member}'s Pod cannot be scheduled: {why}"
-                result["wait_reason"] = "Unschedulable"
-                return result
-            if wait.get("stop_when_failing") and (why := cannot_run(facts["pods"], member)):
-                # A roll's new Pod that cannot run: the roll halts now, not after the timeout.
-                result["wait_error"] = f"member {member}'s Pod cannot run: {why}"
-                result["wait_reason"] = "CannotRun"
-                return result
-        if time.monotonic() >= deadline:
-            # The facts go back with the failure: the role still reports from them and
-            # closes the port-forwards this look opened.
-            result["wait_error"] = (
-                f"member {', '.join(waiting)} was not healthy within {wait['timeout']}s: "
-                f"{result['info_error'] or 'etcd does not report it healthy yet'}"
-            )
-            return result
-        if stopped():
-            # Nothing was changed; the run ends at its next task boundary (the watcher's
-            # ero_task_boundary), so no task acts on this look.
-            result["wait_error"] = (
-                f"the run was asked to stop while member {', '.join(waiting)} was awaited"
-            )
-            result["wait_reason"] = "Stopped"
+        if failure := _wait_failure(result, facts["pods"], wait, waiting, deadline, stopped):
+            result.update(failure)
             return result
         if not etcd.get("enabled"):
             time.sleep(PROBE_INTERVAL)
@@ -794,3 +717,129 @@ def observe(params: dict[str, Any]) -> dict[str, Any]:
             stopped=stopped,
             failing=bool(wait.get("stop_when_failing")),
         )
+
+
+def _observer(params: dict[str, Any], etcd: dict[str, Any]) -> Observer:
+    """What reads the Kubernetes side of a look, with the module's credentials."""
+    reader = KubeReader(credentials(params.get("kubeconfig"), params.get("context")), 10.0)
+    return Observer(
+        reader=reader,
+        namespace=params["namespace"],
+        selector=params["selector"],
+        secret_selector=params.get("secret_selector"),
+        secret_names=params.get("secret_names"),
+        timeout=float(etcd.get("timeout") or 5),
+        backups=bool(params.get("backups")),
+    )
+
+
+def _forwarder(params: dict[str, Any], etcd: dict[str, Any]) -> Forwarder | None:
+    """The port-forwards that reach members from outside the cluster, when asked for; None
+    when members are dialled by their DNS names."""
+    forward = etcd.get("port_forward")
+    if not forward:
+        return None
+    return Forwarder(
+        script=forward["script"],
+        kubectl=forward.get("kubectl") or "kubectl",
+        namespace=params["namespace"],
+        max_seconds=int(forward.get("max_seconds") or 3600),
+        state_dir=forward.get("state_dir") or "",
+    )
+
+
+def _look(
+    etcd: dict[str, Any], observer: Observer, forwarder: Forwarder | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """One look: the Kubernetes facts, then (when etcd is to be asked) etcd's answer through
+    the Pods this look may dial. Returns the facts, the result and the TLS files used."""
+    # The runbook's own clock, compared only with times it wrote itself (a rolled member's
+    # healthy-since mark), never with a kubelet's or the API server's.
+    observed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    facts = observer.kubernetes()
+    result: dict[str, Any] = {
+        **facts,
+        "endpoints": {},
+        "addresses": {},
+        "forward_failed": {},
+        "observed_at": observed_at,
+    }
+    result.update(info={}, info_error="etcd was not asked")
+    tls: dict[str, str] = {}
+    if etcd.get("enabled"):
+        result.update(reach_dialable(etcd, forwarder, facts["nodes"], facts["pods"]))
+        tls = (
+            tls_files(facts["secrets"], etcd["server_secret"], etcd["client_secret"])
+            if etcd.get("tls")
+            else {}
+        )
+        result["info"], result["info_error"] = ask_etcd(
+            result["endpoints"],
+            tls,
+            observer.timeout,
+            etcd.get("cluster_id") or None,
+            result["addresses"],
+        )
+    result["state_dir"] = forwarder.state_dir if forwarder else ""
+    return facts, result, tls
+
+
+def _pods_still_going(
+    going: list[str], wait: dict[str, Any], stopped: Callable[[], bool]
+) -> dict[str, str]:
+    """Member Pods still being deleted when the wait for them ended: asked to stop, or out
+    of time."""
+    if stopped():
+        return {
+            "wait_error": f"the run was asked to stop: {', '.join(going)} still going",
+            "wait_reason": "Stopped",
+        }
+    return {
+        "wait_error": (
+            f"member Pods still being deleted after {wait['timeout']}s: {', '.join(going)}"
+        )
+    }
+
+
+def _wait_failure(
+    result: dict[str, Any],
+    pods: list[dict[str, Any]],
+    wait: dict[str, Any],
+    waiting: list[str],
+    deadline: float,
+    stopped: Callable[[], bool],
+) -> dict[str, str]:
+    """Why the wait for `waiting` ends without them healthy, or {} to go on waiting."""
+    for member in waiting:
+        if why := unschedulable(pods, member):
+            # No node takes it: waiting out the timeout would change nothing, and the plan
+            # says why in status.
+            return {
+                "wait_error": f"member {member}'s Pod cannot be scheduled: {why}",
+                "wait_reason": "Unschedulable",
+            }
+        if wait.get("stop_when_failing") and (why := cannot_run(pods, member)):
+            # A roll's new Pod that cannot run: the roll halts now, not after the timeout.
+            return {
+                "wait_error": f"member {member}'s Pod cannot run: {why}",
+                "wait_reason": "CannotRun",
+            }
+    if time.monotonic() >= deadline:
+        # The facts go back with the failure: the role still reports from them and
+        # closes the port-forwards this look opened.
+        return {
+            "wait_error": (
+                f"member {', '.join(waiting)} was not healthy within {wait['timeout']}s: "
+                f"{result['info_error'] or 'etcd does not report it healthy yet'}"
+            )
+        }
+    if stopped():
+        # Nothing was changed; the run ends at its next task boundary (the watcher's
+        # ero_task_boundary), so no task acts on this look.
+        return {
+            "wait_error": (
+                f"the run was asked to stop while member {', '.join(waiting)} was awaited"
+            ),
+            "wait_reason": "Stopped",
+        }
+    return {}

@@ -346,8 +346,41 @@ def workload(
         "labels": labels(backup),
         "ownerReferences": _owner(backup),
     }
+    objects = _job_access(backup, options, common)
+    checking = (
+        [check_job(backup, image, options, options["check_job"])]
+        if options.get("check_job")
+        else []
+    )
+    job_spec = _job_spec(backup, image, options)
+    if spec.get("schedule"):
+        objects.append(_cronjob(backup, job_spec, options, common))
+        return {"objects": objects + checking, "job": "", "cronjob": meta["name"]}
+    name = job_name(backup)
+    status = backup.get("status") or {}
+    if status.get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
+        "generation"
+    ):
+        # Taken: a Job deleted afterwards is not a request for another snapshot.
+        return {"objects": objects + checking, "job": name, "cronjob": ""}
+    objects.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, **common},
+            "spec": job_spec,
+        }
+    )
+    return {"objects": objects + checking, "job": name, "cronjob": ""}
+
+
+def _job_access(
+    backup: dict[str, Any], options: dict[str, Any], common: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The backup's own ServiceAccount, Role and RoleBinding: its Pods may read only what
+    one backup needs (job_role), never the operator's wider rights."""
     account = account_name(backup)
-    objects: list[dict[str, Any]] = [
+    return [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
@@ -366,56 +399,41 @@ def workload(
             "metadata": {"name": account, **common},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
             "subjects": [
-                {"kind": "ServiceAccount", "name": account, "namespace": meta["namespace"]}
+                {"kind": "ServiceAccount", "name": account, "namespace": common["namespace"]}
             ],
         },
     ]
-    checking = (
-        [check_job(backup, image, options, options["check_job"])]
-        if options.get("check_job")
-        else []
-    )
-    job_spec = _job_spec(backup, image, options)
-    if spec.get("schedule"):
-        cron_spec: dict[str, Any] = {
-            "schedule": spec["schedule"],
-            "suspend": bool(spec.get("suspend", False)),
-            # One snapshot at a time: a slow one is not raced by the next.
-            "concurrencyPolicy": "Forbid",
-            # A run missed by more than this (the controller was down) is skipped, not
-            # caught up in a burst.
-            "startingDeadlineSeconds": int(options.get("starting_deadline_seconds", 300)),
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"metadata": {"labels": labels(backup)}, "spec": job_spec},
-        }
-        if spec.get("timeZone"):
-            cron_spec["timeZone"] = spec["timeZone"]
-        objects.append(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "CronJob",
-                "metadata": {"name": meta["name"], **common},
-                "spec": cron_spec,
-            }
-        )
-        return {"objects": objects + checking, "job": "", "cronjob": meta["name"]}
-    name = job_name(backup)
-    status = backup.get("status") or {}
-    if status.get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
-        "generation"
-    ):
-        # Taken: a Job deleted afterwards is not a request for another snapshot.
-        return {"objects": objects + checking, "job": name, "cronjob": ""}
-    objects.append(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, **common},
-            "spec": job_spec,
-        }
-    )
-    return {"objects": objects + checking, "job": name, "cronjob": ""}
+
+
+def _cronjob(
+    backup: dict[str, Any],
+    job_spec: dict[str, Any],
+    options: dict[str, Any],
+    common: dict[str, Any],
+) -> dict[str, Any]:
+    """A scheduled backup's CronJob: one snapshot at a time, and missed runs skipped rather
+    than caught up."""
+    spec = _spec(backup)
+    cron_spec: dict[str, Any] = {
+        "schedule": spec["schedule"],
+        "suspend": bool(spec.get("suspend", False)),
+        # One snapshot at a time: a slow one is not raced by the next.
+        "concurrencyPolicy": "Forbid",
+        # A run missed by more than this (the controller was down) is skipped, not
+        # caught up in a burst.
+        "startingDeadlineSeconds": int(options.get("starting_deadline_seconds", 300)),
+        "successfulJobsHistoryLimit": 3,
+        "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"metadata": {"labels": labels(backup)}, "spec": job_spec},
+    }
+    if spec.get("timeZone"):
+        cron_spec["timeZone"] = spec["timeZone"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": _meta(backup)["name"], **common},
+        "spec": cron_spec,
+    }
 
 
 def owned(obj: dict[str, Any] | None, backup: dict[str, Any]) -> bool:
@@ -871,19 +889,60 @@ def report(
     the backup's prefix that are not its own, once a Job is done), and when the snapshot is
     found gone, so a resync says nothing twice."""
     spec, status = _spec(backup), backup.get("status") or {}
-    # A Job just written may be listed twice (as read, and as written): the first counts.
-    unique: dict[str, dict[str, Any]] = {}
-    for job in jobs:
-        if (_meta(job).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name"):
-            unique.setdefault(str(_meta(job).get("name")), job)
-    ordered = sorted(unique.values(), key=_started, reverse=True)
+    ordered = _own_jobs(backup, jobs)
     mine = [j for j in ordered if not _is_check(j)]
     active = [j for j in mine if _job_state(j) == "Active"]
     finished = [j for j in mine if _job_state(j) != "Active"]
     newest_done = finished[0] if finished else None
-    scheduled = bool(spec.get("schedule"))
 
     available = availability(backup, [j for j in ordered if _is_check(j)], pods)
+    degraded = _degraded(newest_done, pods, refusals)
+    phase = _backup_phase(spec, active, newest_done, refusals)
+    progressing = (
+        ("True", "SnapshotRunning", f"Job {_meta(active[0])['name']} is taking a snapshot")
+        if active
+        else ("False", "Idle", "no snapshot is being taken")
+    )
+    new_status: dict[str, Any] = {
+        "phase": phase,
+        **_schedule_times(spec, status, cronjob, refusals, now),
+    }
+    conditions = {
+        name: {"status": value[0], "reason": value[1], "message": value[2]}
+        for name, value in (
+            ("Available", available),
+            ("Progressing", progressing),
+            ("Degraded", degraded),
+        )
+    }
+    return {
+        "status": new_status,
+        "conditions": conditions,
+        "events": _backup_events(spec, status, phase, progressing, degraded, available),
+    }
+
+
+# A condition as (status, reason, message).
+Condition = tuple[str, str, str]
+
+
+def _own_jobs(backup: dict[str, Any], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This backup's Jobs, newest first, each once: a Job just written may be listed twice
+    (as read, and as written), and the first counts."""
+    unique: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if (_meta(job).get("labels") or {}).get(LABEL_BACKUP) == _meta(backup).get("name"):
+            unique.setdefault(str(_meta(job).get("name")), job)
+    return sorted(unique.values(), key=_started, reverse=True)
+
+
+def _degraded(
+    newest_done: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    refusals: list[dict[str, str]] | None,
+) -> Condition:
+    """Degraded: a refused spec says so first (nothing runs until it is fixed), then the
+    newest finished snapshot Job's failure; an older failure no longer counts."""
     degraded = (
         "False",
         "AsExpected",
@@ -902,37 +961,66 @@ def report(
             first.get("reason", "InvalidSpec"),
             "; ".join(r["message"] for r in refusals),
         )
+    return degraded
 
+
+def _backup_phase(
+    spec: dict[str, Any],
+    active: list[dict[str, Any]],
+    newest_done: dict[str, Any] | None,
+    refusals: list[dict[str, str]] | None,
+) -> str:
+    """The phase: a refusal, then a running Job, then a schedule's state, then the newest
+    one-off Job's end."""
     if refusals:
-        phase = "Failed"
-    elif active:
-        phase = "Running"
-    elif scheduled:
-        phase = "Suspended" if spec.get("suspend") else "Scheduled"
-    elif newest_done is None:
-        phase = "Pending"
-    else:
-        phase = _job_state(newest_done)
-    progressing = (
-        ("True", "SnapshotRunning", f"Job {_meta(active[0])['name']} is taking a snapshot")
-        if active
-        else ("False", "Idle", "no snapshot is being taken")
-    )
-    new_status: dict[str, Any] = {"phase": phase}
+        return "Failed"
+    if active:
+        return "Running"
+    if spec.get("schedule"):
+        return "Suspended" if spec.get("suspend") else "Scheduled"
+    if newest_done is None:
+        return "Pending"
+    return _job_state(newest_done)
+
+
+def _schedule_times(
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    cronjob: dict[str, Any] | None,
+    refusals: list[dict[str, str]] | None,
+    now: str,
+) -> dict[str, Any]:
+    """lastScheduleTime and nextScheduleTime while a schedule runs; null for a time that no
+    longer holds, so it goes out of status rather than misleading."""
+    times: dict[str, Any] = {}
+    scheduled = bool(spec.get("schedule"))
     # The CronJob passed may be the one just deleted because the schedule was removed.
     last_schedule = ((cronjob or {}).get("status") or {}).get("lastScheduleTime")
     if scheduled and last_schedule:
-        new_status["lastScheduleTime"] = last_schedule
+        times["lastScheduleTime"] = last_schedule
     elif status.get("lastScheduleTime"):
         # No schedule, or no CronJob to have fired: null takes the old time out of status.
-        new_status["lastScheduleTime"] = None
+        times["lastScheduleTime"] = None
     if scheduled and not spec.get("suspend") and not refusals:
         upcoming = next_schedule_time(spec["schedule"], spec.get("timeZone") or "", now)
         if upcoming:
-            new_status["nextScheduleTime"] = upcoming
-    if "nextScheduleTime" not in new_status and status.get("nextScheduleTime"):
+            times["nextScheduleTime"] = upcoming
+    if "nextScheduleTime" not in times and status.get("nextScheduleTime"):
         # Suspended, refused, no longer a schedule: null takes the old time out of status.
-        new_status["nextScheduleTime"] = None
+        times["nextScheduleTime"] = None
+    return times
+
+
+def _backup_events(
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    phase: str,
+    progressing: Condition,
+    degraded: Condition,
+    available: Condition,
+) -> list[dict[str, str]]:
+    """Events only for a change (of phase, or the snapshot found gone), so a resync says
+    nothing twice."""
     events: list[dict[str, str]] = []
     if phase != status.get("phase"):
         kind = "Warning" if phase == "Failed" else "Normal"
@@ -955,15 +1043,7 @@ def report(
     )
     if available[1] == "SnapshotMissing" and was.get("reason") != "SnapshotMissing":
         events.append({"type": "Warning", "reason": "SnapshotMissing", "message": available[2]})
-    conditions = {
-        name: {"status": value[0], "reason": value[1], "message": value[2]}
-        for name, value in (
-            ("Available", available),
-            ("Progressing", progressing),
-            ("Degraded", degraded),
-        )
-    }
-    return {"status": new_status, "conditions": conditions, "events": events}
+    return events
 
 
 def workload_or_refusal(

@@ -24,6 +24,7 @@ A snapshot, as a listing returns it, is a dict with `location` (or `key`), `time
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -446,34 +447,60 @@ def backup_target(
         return backup_prefix(prefix, namespace, cluster, owner["name"])
 
     if local_dir:
-        if not local_dir.startswith("/"):
-            raise BackupPlanError(f"directory must be an absolute path, not {local_dir!r}")
-        root = local_dir.rstrip("/") + "/"
-        return {
-            **base,
-            "kind": "local",
-            "directory": local_dir,
-            "prefix": under(""),
-            "root": root,
-            "location": root + under(""),
-        }
+        return _local_target(base, local_dir, under)
     if len(given) != 1:
         raise BackupPlanError("spec.destination must set exactly one of volume or s3")
     if given == ["volume"]:
-        claim = destination["volume"].get("claimName")
-        if not isinstance(claim, str) or not _NAME.match(claim):
-            raise BackupPlanError(f"{VOLUME_FIELD}.claimName must name a PersistentVolumeClaim")
-        prefix = under(_volume_path(destination["volume"].get("path")))
-        return {
-            **base,
-            "kind": "volume",
-            "claim": claim,
-            "directory": volume_dir,
-            "prefix": prefix,
-            "root": f"pvc://{claim}/",
-            "location": f"pvc://{claim}/{prefix}",
-        }
-    s3 = destination["s3"]
+        return _volume_target(base, destination["volume"], volume_dir, under)
+    return _s3_target(base, destination["s3"], ca_dir, under)
+
+
+def _local_target(
+    base: dict[str, Any], local_dir: str, under: Callable[[str], str]
+) -> dict[str, Any]:
+    """A run by hand into a local directory: absolute, so where the files went is clear
+    whatever directory the run started in."""
+    if not local_dir.startswith("/"):
+        raise BackupPlanError(f"directory must be an absolute path, not {local_dir!r}")
+    root = local_dir.rstrip("/") + "/"
+    return {
+        **base,
+        "kind": "local",
+        "directory": local_dir,
+        "prefix": under(""),
+        "root": root,
+        "location": root + under(""),
+    }
+
+
+def _volume_target(
+    base: dict[str, Any],
+    volume: dict[str, Any],
+    volume_dir: str,
+    under: Callable[[str], str],
+) -> dict[str, Any]:
+    """A claim: its name, and the backup's prefix under the path given inside it (checked,
+    so no file is written outside the claim)."""
+    claim = volume.get("claimName")
+    if not isinstance(claim, str) or not _NAME.match(claim):
+        raise BackupPlanError(f"{VOLUME_FIELD}.claimName must name a PersistentVolumeClaim")
+    prefix = under(_volume_path(volume.get("path")))
+    return {
+        **base,
+        "kind": "volume",
+        "claim": claim,
+        "directory": volume_dir,
+        "prefix": prefix,
+        "root": f"pvc://{claim}/",
+        "location": f"pvc://{claim}/{prefix}",
+    }
+
+
+def _s3_target(
+    base: dict[str, Any], s3: dict[str, Any], ca_dir: str, under: Callable[[str], str]
+) -> dict[str, Any]:
+    """A store as the snapshot modules take it (etcd_s3_store.store), and beside it the
+    Secrets it names (credentials, CA), which the backup Job reads them from."""
     try:
         parsed = store(s3, S3_FIELD)
     except StoreSpecError as error:

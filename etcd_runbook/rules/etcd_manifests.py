@@ -167,42 +167,14 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
     spec = p["spec"]
     pod = spec["pod"]
     version = p["versions"].get(member, spec["version"])
-    fqdn = member_fqdn(p, member)
-    url = scheme(p)
-    record = (claim.get("metadata") or {}).get("annotations") or {}
     voter = ((claim.get("metadata") or {}).get("labels") or {}).get(LABEL_VOTER, "true")
-    args = [
-        f"--name={member}",
-        f"--data-dir={DATA_DIR}",
-        f"--listen-peer-urls={url}://0.0.0.0:2380",
-        f"--listen-client-urls={url}://0.0.0.0:2379",
-        "--listen-metrics-urls=http://0.0.0.0:2381",
-        f"--advertise-client-urls={url}://{fqdn}:2379",
-        f"--initial-advertise-peer-urls={url}://{fqdn}:2380",
-        f"--initial-cluster={record[ANN_INITIAL_CLUSTER]}",
-        f"--initial-cluster-state={record[ANN_INITIAL_STATE]}",
-        f"--initial-cluster-token={token(p)}",
-        "--auto-compaction-mode=periodic",
-        f"--auto-compaction-retention={p['auto_compaction_retention']}",
-        f"--quota-backend-bytes={spec['quota_bytes']}",
-    ]
+    args = _etcd_args(p, member, claim)
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}}
     ]
     if spec["tls"]:
-        args += [
-            "--client-cert-auth=true",
-            "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
-            "--cert-file=/etc/etcd/tls/server/tls.crt",
-            "--key-file=/etc/etcd/tls/server/tls.key",
-            "--peer-client-cert-auth=true",
-            "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
-            "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
-            "--peer-key-file=/etc/etcd/tls/peer/tls.key",
-        ]
-        if spec["tls_own"]:
-            args.append(peer_san_check_off(version))
+        args += _tls_args(spec, version)
         for purpose in ("peer", "server"):
             mounts.append(
                 {
@@ -218,6 +190,75 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
                     "secret": {"secretName": spec["secrets"][purpose], "defaultMode": 0o440},
                 }
             )
+    container = _etcd_container(spec, version, args, mounts)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": member,
+            "namespace": p["namespace"],
+            "labels": {
+                **pod["labels"],
+                **cluster_labels(p),
+                LABEL_MEMBER: member,
+                LABEL_VERSION: version,
+                LABEL_VOTER: voter,
+            },
+            "annotations": {**pod["annotations"], ANN_POD_HASH: p["pod_hashes"][member]},
+            "ownerReferences": owner_references(p),
+        },
+        "spec": _member_pod_spec(p, member, container, volumes),
+    }
+
+
+def _etcd_args(p: dict[str, Any], member: str, claim: dict[str, Any]) -> list[str]:
+    """etcd's flags for the member: its URLs by its stable DNS name, and how it starts as
+    its claim's record says (a new cluster, or joining an existing one)."""
+    spec = p["spec"]
+    fqdn = member_fqdn(p, member)
+    url = scheme(p)
+    record = (claim.get("metadata") or {}).get("annotations") or {}
+    return [
+        f"--name={member}",
+        f"--data-dir={DATA_DIR}",
+        f"--listen-peer-urls={url}://0.0.0.0:2380",
+        f"--listen-client-urls={url}://0.0.0.0:2379",
+        "--listen-metrics-urls=http://0.0.0.0:2381",
+        f"--advertise-client-urls={url}://{fqdn}:2379",
+        f"--initial-advertise-peer-urls={url}://{fqdn}:2380",
+        f"--initial-cluster={record[ANN_INITIAL_CLUSTER]}",
+        f"--initial-cluster-state={record[ANN_INITIAL_STATE]}",
+        f"--initial-cluster-token={token(p)}",
+        "--auto-compaction-mode=periodic",
+        f"--auto-compaction-retention={p['auto_compaction_retention']}",
+        f"--quota-backend-bytes={spec['quota_bytes']}",
+    ]
+
+
+def _tls_args(spec: dict[str, Any], version: str) -> list[str]:
+    """Clients and peers both prove who they are with certificates from the mounted
+    Secrets; with the certificates the role issues, a peer's address is not checked against
+    them (peer_san_check_off says why)."""
+    args = [
+        "--client-cert-auth=true",
+        "--trusted-ca-file=/etc/etcd/tls/server/ca.crt",
+        "--cert-file=/etc/etcd/tls/server/tls.crt",
+        "--key-file=/etc/etcd/tls/server/tls.key",
+        "--peer-client-cert-auth=true",
+        "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+        "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+        "--peer-key-file=/etc/etcd/tls/peer/tls.key",
+    ]
+    if spec["tls_own"]:
+        args.append(peer_san_check_off(version))
+    return args
+
+
+def _etcd_container(
+    spec: dict[str, Any], version: str, args: list[str], mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The etcd container: locked down to the `restricted` standard, Ready when the member
+    sees a leader, and never restarted by a probe."""
     container: dict[str, Any] = {
         "name": "etcd",
         "image": f"{spec['repository']}:v{version}",
@@ -251,8 +292,17 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
         },
         "volumeMounts": mounts,
     }
-    if pod["resources"]:
-        container["resources"] = pod["resources"]
+    if spec["pod"]["resources"]:
+        container["resources"] = spec["pod"]["resources"]
+    return container
+
+
+def _member_pod_spec(
+    p: dict[str, Any], member: str, container: dict[str, Any], volumes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The member Pod's spec: its stable DNS name, non-root with the data dir owned through
+    fsGroup, placed as spec.pod says, and never evicted by Kubernetes for a lost node."""
+    pod = p["spec"]["pod"]
     pod_spec: dict[str, Any] = {
         "hostname": member,
         "subdomain": p["name"],
@@ -281,24 +331,7 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
     pod_spec["tolerations"] = [*(pod["tolerations"] or []), *NODE_LOSS_TOLERATIONS]
     if pod["priority_class"]:
         pod_spec["priorityClassName"] = pod["priority_class"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": member,
-            "namespace": p["namespace"],
-            "labels": {
-                **pod["labels"],
-                **cluster_labels(p),
-                LABEL_MEMBER: member,
-                LABEL_VERSION: version,
-                LABEL_VOTER: voter,
-            },
-            "annotations": {**pod["annotations"], ANN_POD_HASH: p["pod_hashes"][member]},
-            "ownerReferences": owner_references(p),
-        },
-        "spec": pod_spec,
-    }
+    return pod_spec
 
 
 def services(p: dict[str, Any]) -> list[dict[str, Any]]:

@@ -127,6 +127,30 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
     `backup` is the EtcdBackup that `spec.source.backupName` names (None when it is missing
     or not asked for). Raises RestoreRefused naming the field."""
     source = (restore.get("spec") or {}).get("source") or {}
+    kind = _source_kind(source)
+    if kind == "backupName":
+        return _backup_source(source["backupName"], backup)
+    sha256 = _given_sha256(source)
+    if kind == "volume":
+        return _volume_source(source["volume"], sha256)
+    if kind == "upload":
+        return {
+            "kind": "upload",
+            "key": UPLOAD_NAME,
+            "sha256": sha256,
+            "location": f"upload:sha256:{sha256}",
+            **_UNKNOWN,
+        }
+    return _s3_source(source["s3"], sha256)
+
+
+# What a snapshot given by hand does not say of itself (a backup's status does).
+_UNKNOWN: dict[str, Any] = {"revision": None, "size": None, "etcd_version": ""}
+
+
+def _source_kind(source: dict[str, Any]) -> str:
+    """The one place `spec.source` names: with two, the restore would have to guess which
+    snapshot is meant."""
     given = [k for k in ("backupName", "volume", "s3") if source.get(k)]
     # `upload: {}` is set, though empty.
     if isinstance(source.get("upload"), dict):
@@ -137,65 +161,72 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
             SOURCE_FIELD,
             "spec.source must set exactly one of backupName, volume, s3 or upload",
         )
-    unknown = {"revision": None, "size": None, "etcd_version": ""}
-    if given != ["backupName"]:
-        sha256 = source.get("sha256")
-        if not isinstance(sha256, str) or not _SHA256.match(sha256):
-            raise RestoreRefused(
-                "InvalidSpec",
-                f"{SOURCE_FIELD}.sha256",
-                "spec.source.sha256 must be the snapshot's sha256 (64 hex digits)",
-            )
-    if given == ["volume"]:
-        volume = source["volume"]
-        field = f"{SOURCE_FIELD}.volume"
-        claim, path = volume.get("claimName"), volume.get("path")
-        if not isinstance(claim, str) or not _NAME.match(claim):
-            raise RestoreRefused(
-                "InvalidSpec", f"{field}.claimName", f"{field}.claimName must name a claim"
-            )
-        key = _volume_key(path)
-        if not key:
-            raise RestoreRefused(
-                "InvalidSpec",
-                f"{field}.path",
-                f"{field}.path must be the snapshot file's absolute path inside the claim, "
-                f"without . or .. parts, not {path!r}",
-            )
-        return {
-            "kind": "volume",
-            "claim": claim,
-            "field": f"{field}.claimName",
-            "key": key,
-            "sha256": sha256,
-            "location": f"pvc://{claim}/{key}",
-            **unknown,
-        }
-    if given == ["upload"]:
-        return {
-            "kind": "upload",
-            "key": UPLOAD_NAME,
-            "sha256": sha256,
-            "location": f"upload:sha256:{sha256}",
-            **unknown,
-        }
-    if given == ["s3"]:
-        s3 = source["s3"]
-        key = s3.get("key")
-        if not isinstance(key, str) or not key:
-            raise RestoreRefused(
-                "InvalidSpec", f"{SOURCE_FIELD}.s3.key", "spec.source.s3.key is required"
-            )
-        store = _store(s3, f"{SOURCE_FIELD}.s3")
-        return {
-            "kind": "s3",
-            "store": store,
-            "key": key,
-            "sha256": sha256,
-            "location": f"s3://{store['bucket']}/{key}",
-            **unknown,
-        }
-    name = source["backupName"]
+    return given[0]
+
+
+def _given_sha256(source: dict[str, Any]) -> str:
+    """The sha256 a snapshot given by hand must come with: the fetch step checks the
+    object against it, so a wrong or swapped object is never restored."""
+    sha256 = source.get("sha256")
+    if not isinstance(sha256, str) or not _SHA256.match(sha256):
+        raise RestoreRefused(
+            "InvalidSpec",
+            f"{SOURCE_FIELD}.sha256",
+            "spec.source.sha256 must be the snapshot's sha256 (64 hex digits)",
+        )
+    return sha256
+
+
+def _volume_source(volume: dict[str, Any], sha256: str) -> dict[str, Any]:
+    """A snapshot file on a claim: the claim must be a name and the path a plain absolute
+    one, so the fetch step never reads outside the claim."""
+    field = f"{SOURCE_FIELD}.volume"
+    claim, path = volume.get("claimName"), volume.get("path")
+    if not isinstance(claim, str) or not _NAME.match(claim):
+        raise RestoreRefused(
+            "InvalidSpec", f"{field}.claimName", f"{field}.claimName must name a claim"
+        )
+    key = _volume_key(path)
+    if not key:
+        raise RestoreRefused(
+            "InvalidSpec",
+            f"{field}.path",
+            f"{field}.path must be the snapshot file's absolute path inside the claim, "
+            f"without . or .. parts, not {path!r}",
+        )
+    return {
+        "kind": "volume",
+        "claim": claim,
+        "field": f"{field}.claimName",
+        "key": key,
+        "sha256": sha256,
+        "location": f"pvc://{claim}/{key}",
+        **_UNKNOWN,
+    }
+
+
+def _s3_source(s3: dict[str, Any], sha256: str) -> dict[str, Any]:
+    """An object in a store given by hand: its key and the store, checked (a run by hand
+    has no schema)."""
+    key = s3.get("key")
+    if not isinstance(key, str) or not key:
+        raise RestoreRefused(
+            "InvalidSpec", f"{SOURCE_FIELD}.s3.key", "spec.source.s3.key is required"
+        )
+    store = _store(s3, f"{SOURCE_FIELD}.s3")
+    return {
+        "kind": "s3",
+        "store": store,
+        "key": key,
+        "sha256": sha256,
+        "location": f"s3://{store['bucket']}/{key}",
+        **_UNKNOWN,
+    }
+
+
+def _backup_source(name: str, backup: dict[str, Any] | None) -> dict[str, Any]:
+    """An EtcdBackup's newest verified snapshot, and only while it is still where the
+    backup's destination says: anything else would restore nothing, or something else."""
     field = f"{SOURCE_FIELD}.backupName"
     if not backup:
         raise RestoreRefused(
@@ -212,25 +243,7 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
             field,
             f"{field}: EtcdBackup {name} has no verified snapshot yet",
         )
-    # The backup's check found its newest snapshot gone (or replaced): restoring from it
-    # would fail in the Job, or restore something else. Said here, before anything is made.
-    available = next(
-        (
-            c
-            for c in (backup.get("status") or {}).get("conditions") or []
-            if isinstance(c, dict) and c.get("type") == "Available"
-        ),
-        {},
-    )
-    if available.get("reason") == "SnapshotMissing":
-        raise RestoreRefused(
-            "SourceNotFound",
-            field,
-            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is missing "
-            f"({available.get('message') or 'see its Available condition'}); restore from "
-            "spec.source.s3 or spec.source.volume with another snapshot's key and sha256 "
-            "(its retainedSnapshots)",
-        )
+    _refuse_missing_snapshot(backup, name, field, last)
     known = {
         "key": match.group(2),
         "sha256": last["sha256"],
@@ -251,6 +264,30 @@ def restore_source(restore: dict[str, Any], backup: dict[str, Any] | None) -> di
     if store:
         return {"kind": "s3", "store": store, **known}
     return {"kind": "volume", "claim": claim, "field": field, **known}
+
+
+def _refuse_missing_snapshot(
+    backup: dict[str, Any], name: str, field: str, last: dict[str, Any]
+) -> None:
+    """The backup's check found its newest snapshot gone (or replaced): restoring from it
+    would fail in the Job, or restore something else. Said here, before anything is made."""
+    available = next(
+        (
+            c
+            for c in (backup.get("status") or {}).get("conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Available"
+        ),
+        {},
+    )
+    if available.get("reason") == "SnapshotMissing":
+        raise RestoreRefused(
+            "SourceNotFound",
+            field,
+            f"{field}: EtcdBackup {name}'s newest snapshot {last['location']} is missing "
+            f"({available.get('message') or 'see its Available condition'}); restore from "
+            "spec.source.s3 or spec.source.volume with another snapshot's key and sha256 "
+            "(its retainedSnapshots)",
+        )
 
 
 def _volume_key(path: Any) -> str:
@@ -349,9 +386,44 @@ def restore_job(
     Runs once (a second attempt would find a half-written data dir); needs no API access."""
     options = options or {}
     meta = _meta(restore)
-    spec = target["spec"]
-    member = target["member"]
-    peer = target["peer_url"]
+    pod = _restore_pod(source, target, image, options)
+    labels = {
+        "app.kubernetes.io/name": "etcd-restore",
+        "app.kubernetes.io/instance": str(meta.get("name")),
+        LABEL_RESTORE: str(meta.get("name")),
+        **MANAGED_BY,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(restore),
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "EtcdRestore",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": int(options.get("deadline_seconds", 3600)),
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def _fetch_inputs(
+    source: dict[str, Any], target: dict[str, Any], options: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The fetch step's env, mounts and the Pod's volumes: what it checks the snapshot
+    against, and where the snapshot comes from (an upload, a claim or a store)."""
     env: list[dict[str, Any]] = [
         {"name": "ETCD_RESTORE_RESULT_FILE", "value": TERMINATION_LOG},
         {"name": "ETCD_RESTORE_FETCH_TO", "value": SNAPSHOT_FILE},
@@ -384,14 +456,16 @@ def restore_job(
         )
     else:
         _fetch_from_s3(source["store"], env, fetch_mounts, volumes)
-    locked_down = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-    version = str(spec["version"])
-    command = [
-        *restore_tool(version),
+    return env, fetch_mounts, volumes
+
+
+def _restore_command(target: dict[str, Any]) -> list[str]:
+    """etcd's own restore: the first member's name and peer URL, a new token, and revisions
+    bumped past any the old cluster reached, so no watcher is served older data."""
+    member = target["member"]
+    peer = target["peer_url"]
+    return [
+        *restore_tool(str(target["spec"]["version"])),
         "snapshot",
         "restore",
         SNAPSHOT_FILE,
@@ -404,6 +478,20 @@ def restore_job(
         # etcd refuses a bump without it: watchers of revisions in the gap must be told.
         "--mark-compacted",
     ]
+
+
+def _restore_pod(
+    source: dict[str, Any], target: dict[str, Any], image: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The restore Pod: the fetch step in the operator's image, then etcd's tool in the new
+    cluster's; non-root, read-only, without API access, placed where the member may run."""
+    spec = target["spec"]
+    env, fetch_mounts, volumes = _fetch_inputs(source, target, options)
+    locked_down = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -436,9 +524,9 @@ def restore_job(
         "containers": [
             {
                 "name": "restore",
-                "image": f"{spec['repository']}:v{version}",
+                "image": f"{spec['repository']}:v{spec['version']}",
                 "imagePullPolicy": "IfNotPresent",
-                "command": command,
+                "command": _restore_command(target),
                 # etcd 3.4's etcdctl speaks the v2 API unless told.
                 "env": [{"name": "ETCDCTL_API", "value": "3"}],
                 "volumeMounts": [
@@ -457,36 +545,7 @@ def restore_job(
         pod["nodeSelector"] = spec["pod"]["node_selector"]
     if spec["pod"]["tolerations"]:
         pod["tolerations"] = spec["pod"]["tolerations"]
-    labels = {
-        "app.kubernetes.io/name": "etcd-restore",
-        "app.kubernetes.io/instance": str(meta.get("name")),
-        LABEL_RESTORE: str(meta.get("name")),
-        **MANAGED_BY,
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(restore),
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": f"{GROUP}/v1alpha1",
-                    "kind": "EtcdRestore",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": int(options.get("deadline_seconds", 3600)),
-            "template": {"metadata": {"labels": labels}, "spec": pod},
-        },
-    }
+    return pod
 
 
 def _job_state(job: dict[str, Any] | None) -> str:
@@ -609,169 +668,15 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
     source: dict[str, Any] = {}
     done = status.get("phase") == "Succeeded"
     if not done:
-        try:
-            source = restore_source(restore, seen.get("backup"))
-        except RestoreRefused as refused:
-            refusals.append(refused.as_dict())
-        for problem in (target["spec"].get("problems") or []) if not ours else []:
-            refusals.append(
-                {
-                    **problem,
-                    "field": f"spec.cluster.{problem['field']}",
-                    "message": f"spec.cluster.{problem['message']}",
-                }
-            )
-        if cluster and not ours:
-            refusals.append(
-                _refusal(
-                    "ClusterExists",
-                    "spec.cluster.name",
-                    f"spec.cluster.name: an EtcdCluster {target['name']} exists; a "
-                    "restore never overwrites a cluster: choose another name",
-                )
-            )
-        foreign = [
-            str(_meta(c).get("name"))
-            for c in ([] if ours else claims)
-            if _annotations(c).get(ANN_RESTORE_UID) != uid
-        ]
-        if foreign:
-            refusals.append(
-                _refusal(
-                    "ClaimsExist",
-                    "spec.cluster.name",
-                    f"spec.cluster.name: claims of an earlier cluster named "
-                    f"{target['name']} remain ({', '.join(sorted(foreign))}); the new members "
-                    "would start on them: delete them once sure their data is not needed, or "
-                    "choose another name",
-                )
-            )
-        first = seen.get("first_claim")
-        if first and _labels(first).get(LABEL_CLUSTER) != target["name"]:
-            refusals.append(
-                _refusal(
-                    "NameTaken",
-                    "spec.cluster.name",
-                    f"spec.cluster.name: claim {target['claim_name']} exists and is not a "
-                    f"claim of an EtcdCluster {target['name']} (it lacks the label "
-                    f"{LABEL_CLUSTER}={target['name']}): a restore never writes into another's "
-                    "claim: choose another name",
-                )
-            )
-        if other_job:
-            refusals.append(
-                _refusal(
-                    "NameTaken",
-                    "metadata.name",
-                    f"metadata.name: Job {job_name(restore)} exists and is not this "
-                    f"EtcdRestore's (its controller: {_owner_words(other_job)}), so it never "
-                    "counts for this restore; nothing was created. Delete it once sure it is "
-                    "not needed (an earlier restore's of the same name, orphaned?): the restore "
-                    "then goes on",
-                )
-            )
-        if seed and _annotations(seed).get(ANN_RESTORE_UID) != uid and ours:
-            refusals.append(
-                _refusal(
-                    "ClaimsExist",
-                    "spec.cluster.name",
-                    f"claim {target['claim_name']} was not made by this restore",
-                )
-            )
-        if source.get("kind") == "volume" and seen.get("source_claim_found") is False:
-            refusals.append(
-                _refusal(
-                    "SourceNotFound",
-                    source["field"],
-                    f"{source['field']}: no PersistentVolumeClaim {source['claim']} in this "
-                    "namespace holds the snapshot",
-                )
-            )
-        if source.get("kind") == "s3":
-            keys = set(seen.get("secret_keys") or [])
-            if not {"accessKeyId", "secretAccessKey"} <= keys:
-                store = source["store"]
-                refusals.append(
-                    _refusal(
-                        "CredentialsInvalid",
-                        f"{store['field']}.credentialsSecret",
-                        f"{store['field']}.credentialsSecret: Secret "
-                        f"{store['credentials_secret']} must exist in this namespace and hold "
-                        "accessKeyId and secretAccessKey",
-                    )
-                )
-        if source and not ours:
-            problem = version_refusal(source["etcd_version"], str(target["spec"]["version"]))
-            if problem:
-                refusals.append(problem)
-        if not target.get("image") and not job:
-            refusals.append(
-                _refusal(
-                    "CannotRun", "", "the operator's own image is unknown (set ETCD_RUNBOOK_IMAGE)"
-                )
-            )
-        if len(job_name(restore)) > MAX_JOB_NAME:
-            refusals.append(
-                _refusal(
-                    "InvalidSpec",
-                    "metadata.name",
-                    f"metadata.name: at most {MAX_JOB_NAME - len('-restore')} "
-                    "characters (the restore Job is named after it)",
-                )
-            )
+        source, refusals = _checked(restore, seen, target, ours, seed, job, other_job)
     state = _job_state(job)
     pending = bool(seed) and bool(_annotations(seed).get(ANN_RESTORE_PENDING))
     create: list[dict[str, Any]] = []
     release: dict[str, Any] | None = None
     if not refusals and not done and state != "Failed":
-        if not cluster:
-            create.append(
-                {
-                    "apiVersion": f"{GROUP}/v1alpha1",
-                    "kind": "EtcdCluster",
-                    "metadata": {
-                        "name": target["name"],
-                        "namespace": meta["namespace"],
-                        # The label queues this restore when the cluster changes; the
-                        # annotations stay, as the record of where its data came from.
-                        "labels": {LABEL_RESTORE: str(meta["name"]), **MANAGED_BY},
-                        "annotations": {ANN_RESTORE: str(meta["name"]), ANN_RESTORE_UID: uid},
-                    },
-                    "spec": (restore.get("spec") or {}).get("cluster", {}).get("spec") or {},
-                }
-            )
-        if not seed:
-            claim = target["claim"]
-            claim_meta = claim["metadata"]
-            create.append(
-                {
-                    **claim,
-                    "metadata": {
-                        **claim_meta,
-                        "annotations": {
-                            **(claim_meta.get("annotations") or {}),
-                            ANN_RESTORE_PENDING: uid,
-                            ANN_RESTORE_UID: uid,
-                        },
-                    },
-                }
-            )
-        if state == "Absent" and (pending or not seed):
-            options = {"deadline_seconds": target.get("job_deadline") or 3600}
-            create.append(restore_job(restore, source, target, target["image"], options))
+        create = _creations(restore, source, target, cluster, seed, state, pending)
         if state == "Succeeded" and pending:
-            release = {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {
-                    "name": target["claim_name"],
-                    "namespace": meta["namespace"],
-                    "annotations": {
-                        ANN_RESTORE_PENDING: None,
-                        ANN_RESTORED_FROM: source["location"],
-                    },
-                },
-            }
+            release = _release(restore, source, target)
     available = ours and _cluster_restored(cluster) and not pending and bool(seed)
     # A released claim says the Job succeeded, even once the Job is gone.
     released = ours and bool(seed) and not pending
@@ -786,35 +691,278 @@ def plan(restore: dict[str, Any], seen: dict[str, Any], target: dict[str, Any]) 
         cluster,
         str(seen.get("now") or ""),
     )
-    unlabel = None
+    return {
+        "refusals": refusals,
+        "source": source,
+        "upload": _upload(source, pods, state),
+        "create": create,
+        "release": release,
+        "unlabel": _unlabel(restore, target, cluster, report),
+        "report": report,
+    }
+
+
+def _checked(
+    restore: dict[str, Any],
+    seen: dict[str, Any],
+    target: dict[str, Any],
+    ours: bool,
+    seed: dict[str, Any] | None,
+    job: dict[str, Any] | None,
+    other_job: Any,
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The snapshot to restore and every reason not to go on, all said at once so a person
+    fixes them in one edit; each names its field."""
+    refusals: list[dict[str, str]] = []
+    source: dict[str, Any] = {}
+    try:
+        source = restore_source(restore, seen.get("backup"))
+    except RestoreRefused as refused:
+        refusals.append(refused.as_dict())
+    for problem in (target["spec"].get("problems") or []) if not ours else []:
+        refusals.append(
+            {
+                **problem,
+                "field": f"spec.cluster.{problem['field']}",
+                "message": f"spec.cluster.{problem['message']}",
+            }
+        )
+    refusals.extend(_name_refusals(restore, seen, target, ours, seed, other_job))
+    refusals.extend(_source_refusals(source, seen))
+    if source and not ours:
+        problem = version_refusal(source["etcd_version"], str(target["spec"]["version"]))
+        if problem:
+            refusals.append(problem)
+    if not target.get("image") and not job:
+        refusals.append(
+            _refusal(
+                "CannotRun", "", "the operator's own image is unknown (set ETCD_RUNBOOK_IMAGE)"
+            )
+        )
+    if len(job_name(restore)) > MAX_JOB_NAME:
+        refusals.append(
+            _refusal(
+                "InvalidSpec",
+                "metadata.name",
+                f"metadata.name: at most {MAX_JOB_NAME - len('-restore')} "
+                "characters (the restore Job is named after it)",
+            )
+        )
+    return source, refusals
+
+
+def _name_refusals(
+    restore: dict[str, Any],
+    seen: dict[str, Any],
+    target: dict[str, Any],
+    ours: bool,
+    seed: dict[str, Any] | None,
+    other_job: Any,
+) -> list[dict[str, str]]:
+    """Names taken by something this restore did not make (a cluster, claims, a Job): a
+    restore never overwrites, writes into or counts another's object."""
+    uid = str(_meta(restore).get("uid") or "")
+    name = target["name"]
+    refusals: list[dict[str, str]] = []
+    if seen.get("cluster") and not ours:
+        refusals.append(
+            _refusal(
+                "ClusterExists",
+                "spec.cluster.name",
+                f"spec.cluster.name: an EtcdCluster {name} exists; a "
+                "restore never overwrites a cluster: choose another name",
+            )
+        )
+    foreign = [
+        str(_meta(c).get("name"))
+        for c in ([] if ours else seen.get("claims") or [])
+        if _annotations(c).get(ANN_RESTORE_UID) != uid
+    ]
+    if foreign:
+        refusals.append(
+            _refusal(
+                "ClaimsExist",
+                "spec.cluster.name",
+                f"spec.cluster.name: claims of an earlier cluster named "
+                f"{name} remain ({', '.join(sorted(foreign))}); the new members "
+                "would start on them: delete them once sure their data is not needed, or "
+                "choose another name",
+            )
+        )
+    first = seen.get("first_claim")
+    if first and _labels(first).get(LABEL_CLUSTER) != name:
+        refusals.append(
+            _refusal(
+                "NameTaken",
+                "spec.cluster.name",
+                f"spec.cluster.name: claim {target['claim_name']} exists and is not a "
+                f"claim of an EtcdCluster {name} (it lacks the label "
+                f"{LABEL_CLUSTER}={name}): a restore never writes into another's "
+                "claim: choose another name",
+            )
+        )
+    if other_job:
+        refusals.append(
+            _refusal(
+                "NameTaken",
+                "metadata.name",
+                f"metadata.name: Job {job_name(restore)} exists and is not this "
+                f"EtcdRestore's (its controller: {_owner_words(other_job)}), so it never "
+                "counts for this restore; nothing was created. Delete it once sure it is "
+                "not needed (an earlier restore's of the same name, orphaned?): the restore "
+                "then goes on",
+            )
+        )
+    if seed and _annotations(seed).get(ANN_RESTORE_UID) != uid and ours:
+        refusals.append(
+            _refusal(
+                "ClaimsExist",
+                "spec.cluster.name",
+                f"claim {target['claim_name']} was not made by this restore",
+            )
+        )
+    return refusals
+
+
+def _source_refusals(source: dict[str, Any], seen: dict[str, Any]) -> list[dict[str, str]]:
+    """What the Job would need to read the snapshot and is missing (the source claim, the
+    store's credentials): said now rather than as a failed Job."""
+    refusals: list[dict[str, str]] = []
+    if source.get("kind") == "volume" and seen.get("source_claim_found") is False:
+        refusals.append(
+            _refusal(
+                "SourceNotFound",
+                source["field"],
+                f"{source['field']}: no PersistentVolumeClaim {source['claim']} in this "
+                "namespace holds the snapshot",
+            )
+        )
+    if source.get("kind") == "s3":
+        keys = set(seen.get("secret_keys") or [])
+        if not {"accessKeyId", "secretAccessKey"} <= keys:
+            store = source["store"]
+            refusals.append(
+                _refusal(
+                    "CredentialsInvalid",
+                    f"{store['field']}.credentialsSecret",
+                    f"{store['field']}.credentialsSecret: Secret "
+                    f"{store['credentials_secret']} must exist in this namespace and hold "
+                    "accessKeyId and secretAccessKey",
+                )
+            )
+    return refusals
+
+
+def _creations(
+    restore: dict[str, Any],
+    source: dict[str, Any],
+    target: dict[str, Any],
+    cluster: dict[str, Any] | None,
+    seed: dict[str, Any] | None,
+    state: str,
+    pending: bool,
+) -> list[dict[str, Any]]:
+    """What is still missing, in order: the EtcdCluster (annotated, so the cluster runbook
+    starts no empty first member), the first claim (marked restore-pending, so no Pod starts
+    on it), then the Job that writes it."""
+    meta = _meta(restore)
+    uid = str(meta.get("uid") or "")
+    create: list[dict[str, Any]] = []
+    if not cluster:
+        create.append(
+            {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "EtcdCluster",
+                "metadata": {
+                    "name": target["name"],
+                    "namespace": meta["namespace"],
+                    # The label queues this restore when the cluster changes; the
+                    # annotations stay, as the record of where its data came from.
+                    "labels": {LABEL_RESTORE: str(meta["name"]), **MANAGED_BY},
+                    "annotations": {ANN_RESTORE: str(meta["name"]), ANN_RESTORE_UID: uid},
+                },
+                "spec": (restore.get("spec") or {}).get("cluster", {}).get("spec") or {},
+            }
+        )
+    if not seed:
+        claim = target["claim"]
+        claim_meta = claim["metadata"]
+        create.append(
+            {
+                **claim,
+                "metadata": {
+                    **claim_meta,
+                    "annotations": {
+                        **(claim_meta.get("annotations") or {}),
+                        ANN_RESTORE_PENDING: uid,
+                        ANN_RESTORE_UID: uid,
+                    },
+                },
+            }
+        )
+    if state == "Absent" and (pending or not seed):
+        options = {"deadline_seconds": target.get("job_deadline") or 3600}
+        create.append(restore_job(restore, source, target, target["image"], options))
+    return create
+
+
+def _release(
+    restore: dict[str, Any], source: dict[str, Any], target: dict[str, Any]
+) -> dict[str, Any]:
+    """The patch that hands the written claim to the cluster runbook (its heal path starts
+    the first member), recording where its data came from."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": target["claim_name"],
+            "namespace": _meta(restore)["namespace"],
+            "annotations": {
+                ANN_RESTORE_PENDING: None,
+                ANN_RESTORED_FROM: source["location"],
+            },
+        },
+    }
+
+
+def _unlabel(
+    restore: dict[str, Any],
+    target: dict[str, Any],
+    cluster: dict[str, Any] | None,
+    report: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Once restored, the label that queued this restore on the cluster's changes goes: the
+    cluster is then the cluster runbook's alone."""
     if report["status"]["phase"] == "Succeeded" and cluster and LABEL_RESTORE in _labels(cluster):
-        unlabel = {
+        return {
             "apiVersion": f"{GROUP}/v1alpha1",
             "kind": "EtcdCluster",
             "metadata": {
                 "name": target["name"],
-                "namespace": meta["namespace"],
+                "namespace": _meta(restore)["namespace"],
                 "labels": {LABEL_RESTORE: None},
             },
         }
-    upload = None
+    return None
+
+
+def _upload(
+    source: dict[str, Any], pods: list[dict[str, Any]], state: str
+) -> dict[str, Any] | None:
+    """Where a person's upload goes: only a running fetch step can take it."""
     pod = fetching_pod(pods) if state == "Active" else ""
     if source.get("kind") == "upload" and pod:
-        upload = {
+        return {
             "pod": pod,
             "container": FETCH_CONTAINER,
             "dest": f"{UPLOAD_DIR}/{UPLOAD_NAME}",
             "sha256": source["sha256"],
         }
-    return {
-        "refusals": refusals,
-        "source": source,
-        "upload": upload,
-        "create": create,
-        "release": release,
-        "unlabel": unlabel,
-        "report": report,
-    }
+    return None
+
+
+# A condition as (status, reason, message).
+Condition = tuple[str, str, str]
 
 
 def _report(
@@ -828,69 +976,134 @@ def _report(
     cluster: dict[str, Any] | None,
     seen_now: str,
 ) -> dict[str, Any]:
+    """The EtcdRestore's status fields, its three conditions and the event for a change."""
     status = restore.get("status") or {}
     name = str((restore.get("spec") or {}).get("cluster", {}).get("name") or "")
-    new: dict[str, Any] = {}
-    # Done once recorded, or now that the cluster runs on the restored data (unless refused
-    # or the Job failed, which say so first).
+    phase, progressing, degraded = _phase(
+        restore, source, state, job, pods, refusals, available, cluster
+    )
+    if phase == "Succeeded":
+        available_c = ("True", "Restored", f"EtcdCluster {name} runs on the restored data")
+    else:
+        available_c = ("False", phase, f"EtcdCluster {name} is not restored yet")
+    conditions = {
+        kind: {"status": value[0], "reason": value[1], "message": value[2]}
+        for kind, value in (
+            ("Available", available_c),
+            ("Progressing", progressing),
+            ("Degraded", degraded),
+        )
+    }
+    return {
+        "status": _status_fields(restore, source, phase, job, cluster, seen_now),
+        "conditions": conditions,
+        "events": _events(status, phase, progressing[2], degraded, available_c[2]),
+    }
+
+
+def _phase(
+    restore: dict[str, Any],
+    source: dict[str, Any],
+    state: str,
+    job: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    refusals: list[dict[str, str]],
+    available: bool,
+    cluster: dict[str, Any] | None,
+) -> tuple[str, Condition, Condition]:
+    """The phase with its Progressing and Degraded: done once recorded, or once the cluster
+    runs on the restored data (unless refused or the Job failed, which say so first)."""
+    status = restore.get("status") or {}
+    name = str((restore.get("spec") or {}).get("cluster", {}).get("name") or "")
+    calm = ("False", "AsExpected", "no problem seen")
     if status.get("phase") == "Succeeded" or (available and not refusals and state != "Failed"):
-        phase, progressing = "Succeeded", ("False", "Restored", "the restore is complete")
-        degraded = ("False", "AsExpected", "the restore succeeded")
-    elif refusals:
-        phase = "Failed"
-        progressing = ("False", "Refused", "nothing was created")
-        degraded = ("True", refusals[0]["reason"], "; ".join(r["message"] for r in refusals))
-    elif state == "Failed":
-        message = failure_message(job or {}, pods)
-        phase = "Failed"
-        progressing = ("False", "RestoreFailed", "the restore Job failed; nothing was started")
-        degraded = (
+        return (
+            "Succeeded",
+            ("False", "Restored", "the restore is complete"),
+            ("False", "AsExpected", "the restore succeeded"),
+        )
+    if refusals:
+        return (
+            "Failed",
+            ("False", "Refused", "nothing was created"),
+            ("True", refusals[0]["reason"], "; ".join(r["message"] for r in refusals)),
+        )
+    if state == "Failed":
+        return _job_failed(restore, job, pods, name)
+    if state == "Succeeded":
+        ready = "({} of {} ready)".format(*_members_ready(cluster))
+        return (
+            "Starting",
+            (
+                "True",
+                "MembersStarting",
+                f"the snapshot is restored; EtcdCluster {name} is starting its members {ready}",
+            ),
+            calm,
+        )
+    if state == "Active" and source.get("kind") == "upload":
+        meta = _meta(restore)
+        return (
+            "Restoring",
+            (
+                "True",
+                "WaitingForUpload",
+                f"Job {job_name(restore)} waits for the snapshot to be uploaded, then verifies "
+                "it and writes the first member's data: ansible-playbook "
+                f"playbooks/etcd-restore.yml -e restore={meta.get('name')} "
+                f"-e namespace={meta.get('namespace')} -e file=<the snapshot file>",
+            ),
+            calm,
+        )
+    if state == "Active":
+        return (
+            "Restoring",
+            (
+                "True",
+                "Restoring",
+                f"Job {job_name(restore)} is fetching and verifying "
+                f"{source.get('location', '')} and writing the first member's data",
+            ),
+            calm,
+        )
+    return (
+        "Pending",
+        ("True", "Creating", f"creating EtcdCluster {name} and its restore Job"),
+        calm,
+    )
+
+
+def _job_failed(
+    restore: dict[str, Any], job: dict[str, Any] | None, pods: list[dict[str, Any]], name: str
+) -> tuple[str, Condition, Condition]:
+    """A failed Job: what its Pod said, and how to start over (the claim stays marked, so
+    no member starts on a half-written data dir)."""
+    message = failure_message(job or {}, pods)
+    return (
+        "Failed",
+        ("False", "RestoreFailed", "the restore Job failed; nothing was started"),
+        (
             "True",
             failure_reason(message),
             f"Job {job_name(restore)}: {message}. The first member's claim stays marked "
             "restore-pending (no member starts on it); delete the EtcdRestore, the "
             f"EtcdCluster {name} and its claims to start over",
-        )
-    elif state == "Succeeded":
-        phase = "Starting"
-        progressing = (
-            "True",
-            "MembersStarting",
-            f"the snapshot is restored; EtcdCluster {name} is starting its members "
-            "({} of {} ready)".format(*_members_ready(cluster)),
-        )
-        degraded = ("False", "AsExpected", "no problem seen")
-    elif state == "Active" and source.get("kind") == "upload":
-        phase = "Restoring"
-        meta = _meta(restore)
-        progressing = (
-            "True",
-            "WaitingForUpload",
-            f"Job {job_name(restore)} waits for the snapshot to be uploaded, then verifies it "
-            "and writes the first member's data: ansible-playbook playbooks/etcd-restore.yml "
-            f"-e restore={meta.get('name')} -e namespace={meta.get('namespace')} "
-            "-e file=<the snapshot file>",
-        )
-        degraded = ("False", "AsExpected", "no problem seen")
-    elif state == "Active":
-        phase = "Restoring"
-        progressing = (
-            "True",
-            "Restoring",
-            f"Job {job_name(restore)} is fetching and verifying {source.get('location', '')} "
-            "and writing the first member's data",
-        )
-        degraded = ("False", "AsExpected", "no problem seen")
-    else:
-        phase = "Pending"
-        progressing = ("True", "Creating", f"creating EtcdCluster {name} and its restore Job")
-        degraded = ("False", "AsExpected", "no problem seen")
-    if phase == "Succeeded":
-        available_c = ("True", "Restored", f"EtcdCluster {name} runs on the restored data")
-    else:
-        available_c = ("False", phase, f"EtcdCluster {name} is not restored yet")
-    new["phase"] = phase
-    new["observedGeneration"] = _meta(restore).get("generation")
+        ),
+    )
+
+
+def _status_fields(
+    restore: dict[str, Any],
+    source: dict[str, Any],
+    phase: str,
+    job: dict[str, Any] | None,
+    cluster: dict[str, Any] | None,
+    seen_now: str,
+) -> dict[str, Any]:
+    """The status fields this run sets: each record (snapshot, revision, times, cluster ID)
+    is written once and never rewritten, so it stays the first run's word."""
+    status = restore.get("status") or {}
+    new: dict[str, Any] = {"phase": phase, "observedGeneration": _meta(restore).get("generation")}
     if source and not status.get("snapshot"):
         snapshot = {"location": source["location"], "sha256": source["sha256"]}
         if isinstance(source.get("size"), int):
@@ -908,11 +1121,22 @@ def _report(
         new["clusterID"] = cluster_id
     if phase == "Succeeded" and not status.get("completionTime") and seen_now:
         new["completionTime"] = seen_now
-    events: list[dict[str, str]] = []
-    if phase != status.get("phase") or (
-        phase == "Failed"
-        and degraded[2]
-        != next(
+    return new
+
+
+def _events(
+    status: dict[str, Any],
+    phase: str,
+    progressing: str,
+    degraded: Condition,
+    available: str,
+) -> list[dict[str, str]]:
+    """One event when the phase changes, or when a failure's message does (a new reason to
+    read); none on a run that changes nothing."""
+    if phase == status.get("phase") and (
+        phase != "Failed"
+        or degraded[2]
+        == next(
             (
                 c.get("message")
                 for c in status.get("conditions") or []
@@ -921,27 +1145,11 @@ def _report(
             None,
         )
     ):
-        kind = "Warning" if phase == "Failed" else "Normal"
-        events.append(
-            {
-                "type": kind,
-                "reason": degraded[1] if phase == "Failed" else f"Restore{phase}",
-                "message": degraded[2]
-                if phase == "Failed"
-                else progressing[2]
-                if phase != "Succeeded"
-                else available_c[2],
-            }
-        )
-    conditions = {
-        kind: {"status": value[0], "reason": value[1], "message": value[2]}
-        for kind, value in (
-            ("Available", available_c),
-            ("Progressing", progressing),
-            ("Degraded", degraded),
-        )
-    }
-    return {"status": new, "conditions": conditions, "events": events}
+        return []
+    if phase == "Failed":
+        return [{"type": "Warning", "reason": degraded[1], "message": degraded[2]}]
+    message = progressing if phase != "Succeeded" else available
+    return [{"type": "Normal", "reason": f"Restore{phase}", "message": message}]
 
 
 def status_of(report: dict[str, Any], restore: dict[str, Any], now: str) -> dict[str, Any]:

@@ -37,18 +37,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-# Read here by tests/unit/test_etcd_manifests.py; their home is etcd_runbook.names.
-from etcd_runbook.names import (
-    ANN_BOOTSTRAP_STARTED,
-    ANN_CLUSTER_ID,
-    ANN_INITIAL_CLUSTER,
-    ANN_INITIAL_STATE,
-    ANN_MEMBER_ID,
-    ANN_POD_HASH,
-    ANN_VERSION,
-    LABEL_MEMBER,
-    LABEL_VOTER,
-)
 from etcd_runbook.rules.cluster import bootstrap, members, nodes, result, roll, upgrade
 from etcd_runbook.rules.cluster.nodes import NODE_SILENCE
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
@@ -57,15 +45,6 @@ from etcd_runbook.rules.cluster.spec import normalize_spec, not_allowed, run_ref
 from etcd_runbook.rules.cluster.tls import tls_client, tls_material, tls_seen
 
 __all__ = [
-    "ANN_BOOTSTRAP_STARTED",
-    "ANN_CLUSTER_ID",
-    "ANN_INITIAL_CLUSTER",
-    "ANN_INITIAL_STATE",
-    "ANN_MEMBER_ID",
-    "ANN_POD_HASH",
-    "ANN_VERSION",
-    "LABEL_MEMBER",
-    "LABEL_VOTER",
     "NODE_SILENCE",
     "STEPS",
     "normalize_spec",

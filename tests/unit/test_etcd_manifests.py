@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook import names
 from etcd_runbook.rules import etcd_manifests as em
 from etcd_runbook.rules import etcd_plan as ep
 
@@ -31,18 +32,18 @@ def test_claim_records_how_the_member_first_starts():
     c = seed_claim(p)
     assert c["metadata"]["name"] == "e-0-data"
     assert c["metadata"]["annotations"] == {
-        ep.ANN_INITIAL_CLUSTER: "e-0=https://e-0.e.ns.svc.cluster.local:2380",
-        ep.ANN_INITIAL_STATE: "new",
-        ep.ANN_VERSION: "3.6.16",
+        names.ANN_INITIAL_CLUSTER: "e-0=https://e-0.e.ns.svc.cluster.local:2380",
+        names.ANN_INITIAL_STATE: "new",
+        names.ANN_VERSION: "3.6.16",
     }
-    assert c["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+    assert c["metadata"]["labels"][names.LABEL_VOTER] == "true"
     assert c["spec"] == {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "2Gi"}},
         "storageClassName": "fast",
     }
     learner = em.member_claim(p, "e-1", "x", "existing")
-    assert learner["metadata"]["labels"][ep.LABEL_VOTER] == "false"
+    assert learner["metadata"]["labels"][names.LABEL_VOTER] == "false"
 
 
 def test_a_new_cluster_s_claims_each_record_every_member_and_new():
@@ -52,14 +53,14 @@ def test_a_new_cluster_s_claims_each_record_every_member_and_new():
     every = ",".join(f"e-{i}=https://e-{i}.e.ns.svc.cluster.local:2380" for i in range(3))
     assert [c["metadata"]["name"] for c in claims] == ["e-0-data", "e-1-data", "e-2-data"]
     for c in claims:
-        assert c["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER] == every
-        assert c["metadata"]["annotations"][ep.ANN_INITIAL_STATE] == "new"
-        assert c["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+        assert c["metadata"]["annotations"][names.ANN_INITIAL_CLUSTER] == every
+        assert c["metadata"]["annotations"][names.ANN_INITIAL_STATE] == "new"
+        assert c["metadata"]["labels"][names.LABEL_VOTER] == "true"
     # Finishing an interrupted bootstrap: the record its first claims hold, whatever the spec
     # says now (plain http here), so every member starts into the same cluster.
     record = "e-0=http://a:2380,e-1=http://b:2380"
     (late,) = em.bootstrap_claims(a_plan(tls={"enabled": False}), ["e-1"], record)
-    assert late["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER] == record
+    assert late["metadata"]["annotations"][names.ANN_INITIAL_CLUSTER] == record
 
 
 def test_the_cluster_records_that_its_members_are_being_started():
@@ -71,8 +72,8 @@ def test_the_cluster_records_that_its_members_are_being_started():
         "e",
         "ns",
     )
-    record = claims[0]["metadata"]["annotations"][ep.ANN_INITIAL_CLUSTER]
-    assert mark["metadata"]["annotations"] == {ep.ANN_BOOTSTRAP_STARTED: record}
+    record = claims[0]["metadata"]["annotations"][names.ANN_INITIAL_CLUSTER]
+    assert mark["metadata"]["annotations"] == {names.ANN_BOOTSTRAP_STARTED: record}
     assert set(mark) == {"apiVersion", "kind", "metadata"}, "a merge patch of one annotation"
 
 
@@ -86,8 +87,8 @@ def test_pod_flags_come_from_the_claim_and_the_spec():
     assert f"--quota-backend-bytes={(4096 - 384) // 2 * 1024 * 1024}" in args
     assert "--peer-client-cert-auth=true" in args
     assert pod["spec"]["containers"][0]["image"] == "gcr.io/etcd-development/etcd:v3.6.16"
-    assert pod["metadata"]["annotations"][ep.ANN_POD_HASH] == p["pod_hashes"]["e-0"]
-    assert pod["metadata"]["labels"][ep.LABEL_VOTER] == "true"
+    assert pod["metadata"]["annotations"][names.ANN_POD_HASH] == p["pod_hashes"]["e-0"]
+    assert pod["metadata"]["labels"][names.LABEL_VOTER] == "true"
 
 
 def test_pod_meets_the_restricted_pod_security_standard():
@@ -139,9 +140,9 @@ def test_user_values_are_placed_as_values():
 
 
 def test_operator_labels_win_over_user_labels():
-    p = a_plan(pod={"labels": {ep.LABEL_MEMBER: "e-9"}})
+    p = a_plan(pod={"labels": {names.LABEL_MEMBER: "e-9"}})
     pod = em.member_pod(p, "e-0", seed_claim(p))
-    assert pod["metadata"]["labels"][ep.LABEL_MEMBER] == "e-0"
+    assert pod["metadata"]["labels"][names.LABEL_MEMBER] == "e-0"
 
 
 @pytest.mark.parametrize(
@@ -161,9 +162,9 @@ def test_members_spread_over_nodes_on_top_of_the_users_affinity(anti, key):
 def test_learners_serve_no_clients_and_the_budget_counts_voters_only():
     p = a_plan()
     _headless, client = em.services(p)
-    assert client["spec"]["selector"][ep.LABEL_VOTER] == "true"
+    assert client["spec"]["selector"][names.LABEL_VOTER] == "true"
     pdb = em.disruption_budget(p)
-    assert pdb["spec"]["selector"]["matchLabels"][ep.LABEL_VOTER] == "true"
+    assert pdb["spec"]["selector"]["matchLabels"][names.LABEL_VOTER] == "true"
     assert pdb["spec"]["minAvailable"] == 2
 
 
@@ -253,20 +254,20 @@ def test_records_and_voter_labels_are_merge_patches_of_the_planned_members():
         "e-1-data",
         "ns",
     )
-    assert claim["metadata"]["labels"] == {ep.LABEL_VOTER: "false"}
+    assert claim["metadata"]["labels"] == {names.LABEL_VOTER: "false"}
     assert claim["metadata"]["annotations"] == {
-        ep.ANN_MEMBER_ID: "a1",
-        ep.ANN_CLUSTER_ID: "c1",
-        ep.ANN_INITIAL_CLUSTER: "e-1=https://e-1.e.ns.svc.cluster.local:2380",
-        ep.ANN_INITIAL_STATE: "existing",
-        ep.ANN_VERSION: "3.6.16",
+        names.ANN_MEMBER_ID: "a1",
+        names.ANN_CLUSTER_ID: "c1",
+        names.ANN_INITIAL_CLUSTER: "e-1=https://e-1.e.ns.svc.cluster.local:2380",
+        names.ANN_INITIAL_STATE: "existing",
+        names.ANN_VERSION: "3.6.16",
     }
     assert "spec" not in claim, "a record never touches the claim's spec"
     assert em.pod_voter_labels(p) == [
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "e-2", "namespace": "ns", "labels": {ep.LABEL_VOTER: "true"}},
+            "metadata": {"name": "e-2", "namespace": "ns", "labels": {names.LABEL_VOTER: "true"}},
         }
     ]
 
@@ -328,7 +329,7 @@ def test_the_ca_secret_is_put_back_from_a_certificate_the_members_trust():
     (secret,) = em.tls_restored_ca({**p, "tls_ca_from": "server"}, material)
     assert secret["metadata"]["name"] == "e-ca" and secret["type"] == "Opaque"
     assert secret["stringData"] == {"tls.crt": "CA", "ca.crt": "CA"}, "no key: it is lost"
-    assert secret["metadata"]["annotations"] == {em.ANN_RESTORED_FROM: "e-server-tls"}
+    assert secret["metadata"]["annotations"] == {names.ANN_RESTORED_FROM: "e-server-tls"}
     assert (
         secret["metadata"]["labels"]
         == em.tls_secrets(p, {"ca": {}}, ["ca"])[0]["metadata"]["labels"]

@@ -204,28 +204,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_client import EtcdClient
-from etcd_runbook.clients.etcd_common import (
-    ConnectionParams,
-    connection_argument_spec,
-    connection_required_together,
-)
+from etcd_runbook.clients.etcd_common import connection_argument_spec, connection_required_together
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
-from etcd_runbook.operations.etcd_maintenance_actions import (
-    compact,
-    defragment,
-    disarm_alarms,
-    downgrade,
-    move_leader,
-)
-
-ACTIONS = {
-    "defragment": defragment,
-    "compact": compact,
-    "move_leader": move_leader,
-    "disarm_alarms": disarm_alarms,
-    "downgrade": downgrade,
-}
+from etcd_runbook.operations.etcd_maintenance_actions import ACTIONS, maintain
 
 
 def argument_spec() -> dict[str, Any]:
@@ -259,13 +240,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        connection = ConnectionParams.from_module_params(module.params)
-        with EtcdClient(connection) as client:
-            result = ACTIONS[module.params["action"]](client, module.params, module.check_mode)
+        result = maintain(module.params, check_mode=module.check_mode, diff=module._diff)
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
-    if not module._diff:
-        result.pop("diff", None)
     module.exit_json(**result)
 
 

@@ -168,17 +168,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_client import EtcdClient
-from etcd_runbook.clients.etcd_common import (
-    ConnectionParams,
-    connection_argument_spec,
-    connection_required_together,
-    parse_url,
-)
+from etcd_runbook.clients.etcd_common import connection_argument_spec, connection_required_together
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
-from etcd_runbook.operations.etcd_health import cluster_health
-from etcd_runbook.operations.etcd_member_ops import execute, membership_text
-from etcd_runbook.operations.etcd_membership import plan_absent, plan_present
+from etcd_runbook.operations.etcd_member_state import member_state
 
 
 def argument_spec() -> dict[str, Any]:
@@ -193,44 +185,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    connection = ConnectionParams.from_module_params(params)
-    for url in params["peer_urls"]:
-        parse_url(url, what="peer URL")
-    with EtcdClient(connection) as client:
-        health = cluster_health(client)
-        if params["state"] == "present":
-            plan = plan_present(health, params["name"], params["peer_urls"], params["learner"])
-        else:
-            plan = plan_absent(health, params["name"], params["peer_urls"], params["force"])
-        for warning in plan.warnings:
-            module.warn(warning)
-        member, members, retries = plan.member, plan.members_after, 0
-        if plan.steps and not module.check_mode:
-            member, members, retries = execute(client, health, plan, params)
-    message = plan.message if plan.steps else plan.message + "; nothing to do"
-    if plan.steps and module.check_mode:
-        message = "would have " + message
-    result: dict[str, Any] = {
-        "changed": bool(plan.steps),
-        "msg": message,
-        "steps": plan.steps,
-        "retries": retries,
-        "members": [m.as_dict() for m in members],
-    }
-    if member is not None:
-        result["member"] = member.as_dict()
-    if plan.transferee is not None:
-        result["leader_moved_to"] = plan.transferee.as_dict()
-    if module._diff:
-        result["diff"] = {
-            "before": membership_text(health.members),
-            "after": membership_text(members),
-        }
-    return result
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
@@ -238,7 +192,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        result = run(module)
+        result = member_state(
+            module.params, check_mode=module.check_mode, diff=module._diff, warn=module.warn
+        )
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     module.exit_json(**result)

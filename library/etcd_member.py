@@ -113,6 +113,13 @@ member:
     - Absent when no such member exists and O(state=absent).
   returned: when the member exists or was added
   type: dict
+  sample:
+    id: ab5e6d249ab8d5b5
+    name: ''
+    peer_urls:
+    - https://example-3.example.prod.svc.cluster.local:2380
+    client_urls: []
+    is_learner: true
   contains:
     id:
       description: Member ID as lowercase hex, as C(etcdctl member list) prints it.
@@ -121,22 +128,54 @@ member:
     name:
       description: Member name; empty until the member has started.
       type: str
+      sample: example-3
     peer_urls:
       description: Peer URLs.
       type: list
       elements: str
+      sample: ['https://example-3.example.prod.svc.cluster.local:2380']
     client_urls:
       description: Client URLs; empty until the member has started.
       type: list
       elements: str
+      sample: ['https://example-3.example.prod.svc.cluster.local:2379']
     is_learner:
       description: Whether the member is a learner.
       type: bool
+      sample: true
 members:
   description: Every member after the change (predicted in check mode), same keys as RV(member).
   returned: always
   type: list
   elements: dict
+  sample:
+    - id: 292c728c0145c718
+      name: example-0
+      peer_urls:
+      - https://example-0.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-0.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: 976de8aec86c6d0c
+      name: example-1
+      peer_urls:
+      - https://example-1.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-1.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: b9fa2fd1c659694d
+      name: example-2
+      peer_urls:
+      - https://example-2.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-2.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: ab5e6d249ab8d5b5
+      name: ''
+      peer_urls:
+      - https://example-3.example.prod.svc.cluster.local:2380
+      client_urls: []
+      is_learner: true
 msg:
   description: What was done, or why nothing needed doing.
   returned: always
@@ -157,6 +196,14 @@ leader_moved_to:
   description: The member that took over leadership before the leader was removed.
   returned: when the removed member was the leader
   type: dict
+  sample:
+    id: 292c728c0145c718
+    name: example-0
+    peer_urls:
+    - https://example-0.example.prod.svc.cluster.local:2380
+    client_urls:
+    - https://example-0.example.prod.svc.cluster.local:2379
+    is_learner: false
 reason:
   description: A short word for the failure (for example V(Refused), V(Unreachable), V(TLSError)).
   returned: failed

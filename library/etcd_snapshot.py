@@ -275,68 +275,130 @@ path:
     endpoint); with O(directory), the file under it).
   returned: always
   type: str
+  sample: /backup/prod/example/nightly/20261127T030004Z-rev48210.db
 key:
   description: The key of the snapshot in the store or directory.
   returned: with O(s3) or O(directory)
   type: str
+  sample: prod/example/nightly/20261127T030004Z-rev48210.db
 manifest:
   description: The snapshot's manifest, as written (O(state=saved)) or read.
   returned: with O(s3) or O(directory), when there is one
   type: dict
+  sample:
+    format: etcd.runbook.io/snapshot-manifest/v1
+    key: prod/example/nightly/20261127T030004Z-rev48210.db
+    sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+    size: 25485344
+    revision: 48210
+    etcdVersion: 3.6.16
+    clusterID: cdf818194e3a8c32
+    member:
+      name: example-0
+      id: 292c728c0145c718
+    endpoint: https://example-0.example.prod.svc.cluster.local:2379
+    time: '2026-11-27T03:00:04Z'
+    duration: 4.52
+    backup:
+      namespace: prod
+      name: nightly
+      uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
 size:
   description: Size of the snapshot file in bytes (in check mode with O(state=saved), the
     member's current database size, which the snapshot will be close to).
   returned: always
   type: int
+  sample: 25485344
 sha256:
   description: sha256 of the whole snapshot file, as C(sha256sum) prints it.
   returned: when the file or object exists or was written
   type: str
+  sample: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
 revision:
   description:
     - O(state=saved), the snapshot's revision (see the description for how exact it is).
     - O(state=restored), the revision in the snapshot before the bump, when the tool reports it.
   returned: when known
   type: int
+  sample: 48210
 member:
   description: The member snapshotted, as C(etcd_member) returns members.
   returned: O(state=saved) and the snapshot was taken (or would be)
   type: dict
+  sample:
+    id: 292c728c0145c718
+    name: example-0
+    peer_urls:
+    - https://example-0.example.prod.svc.cluster.local:2380
+    client_urls:
+    - https://example-0.example.prod.svc.cluster.local:2379
+    is_learner: false
 endpoint:
   description: The URL the snapshot was streamed from.
   returned: O(state=saved) and the snapshot was taken (or would be)
   type: str
+  sample: https://example-0.example.prod.svc.cluster.local:2379
 duration:
   description: Seconds the stream took.
   returned: O(state=saved) and the snapshot was taken
   type: float
+  sample: 4.52
 snapshot_status:
   description: What C(snapshot status -w json) of O(etcdutl) reported.
   returned: when O(etcdutl) or O(bin_dir) was given and the file was read
   type: dict
+  sample:
+    hash: 1771075404
+    revision: 48210
+    totalKey: 1250
+    totalSize: 25485312
+    version: 3.6.0
 data_dir:
   description: The restored data dir.
   returned: O(state=restored)
   type: str
+  sample: /var/lib/etcd/data
 restore:
   description: The restore settings (as recorded in the data dir's marker).
   returned: O(state=restored)
   type: dict
+  sample:
+    snapshot_sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+    name: example-0
+    initial_cluster: example-0=https://example-0.example.prod.svc.cluster.local:2380
+    initial_cluster_token: restore-790bb9769eeec42f
+    initial_advertise_peer_urls: https://example-0.example.prod.svc.cluster.local:2380
+    bump_revision: 1000000000
 command:
   description: The restore command run (or that would run).
   returned: O(state=restored) and a restore was (or would be) done
   type: list
   elements: str
+  sample:
+    - /usr/local/bin/etcdutl
+    - snapshot
+    - restore
+    - /snapshot/snapshot.db
+    - --data-dir=/var/lib/etcd/data
+    - --name=example-0
+    - --initial-cluster=example-0=https://example-0.example.prod.svc.cluster.local:2380
+    - --initial-cluster-token=restore-790bb9769eeec42f
+    - --initial-advertise-peer-urls=https://example-0.example.prod.svc.cluster.local:2380
+    - --bump-revision=1000000000
+    - --mark-compacted
 msg:
   description: What was done, or why nothing needed doing.
   returned: always
   type: str
+  sample: saved a snapshot of example-0 (292c728c0145c718) to
+    /backup/prod/example/nightly/20261127T030004Z-rev48210.db (25485344 bytes)
 reason:
   description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused),
     V(S3AuthFailed), V(S3BucketMissing), V(S3ObjectMissing), V(S3Unreachable),
     V(VolumeMissing), V(VolumeNotWritable), V(VolumeFull), V(SnapshotMissing)).
   returned: failed
   type: str
+  sample: SnapshotCorrupt
 """
 
 from typing import Any

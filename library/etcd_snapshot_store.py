@@ -145,11 +145,31 @@ snapshots:
   returned: O(state=listed) or O(state=absent)
   type: list
   elements: dict
+  sample:
+    - location: prod/example/nightly/20261127T030004Z-rev48210.db
+      key: prod/example/nightly/20261127T030004Z-rev48210.db
+      size: 25485344
+      time: '2026-11-27T03:00:04Z'
+      sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+      verified: true
+      manifest: true
+      revision: 48210
+      etcdVersion: 3.6.16
+      clusterID: cdf818194e3a8c32
+      member:
+        name: example-0
+        id: 292c728c0145c718
+      duration: 4.52
+      backup:
+        namespace: prod
+        name: nightly
+        uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
 orphans:
   description: Manifests under O(prefix) whose snapshot is gone.
   returned: O(state=listed) or O(state=absent)
   type: list
   elements: str
+  sample: [prod/example/nightly/20261120T030002Z-rev40917.db.json]
 checked:
   description: For each of O(keys), C(key), C(found) (the object is there), C(verified) (its
     manifest is there and matches it), C(sha256) and C(size) (when found) and C(why) (what is
@@ -157,21 +177,40 @@ checked:
   returned: O(state=checked)
   type: list
   elements: dict
+  sample:
+    - key: prod/example/nightly/20261127T030004Z-rev48210.db
+      found: true
+      verified: true
+      sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+      size: 25485344
+      why: ''
+    - key: prod/example/nightly/20261126T030003Z-rev47388.db
+      found: false
+      verified: false
+      sha256: ''
+      size: 0
+      why: the snapshot is gone
 deleted:
   description: The keys deleted (in check mode, that would be), manifests included.
   returned: O(state=absent)
   type: list
   elements: str
+  sample:
+    - prod/example/nightly/20261120T030002Z-rev40917.db.json
+    - prod/example/nightly/20261120T030002Z-rev40917.db
 msg:
   description: What was done.
   returned: always
   type: str
+  sample: 2 snapshots under s3://etcd-backups/prod/example/nightly/ at https://s3.example.com,
+    2 verified
 reason:
   description: A short word for the failure (V(S3AuthFailed), V(S3BucketMissing),
     V(S3InvalidResponse), V(S3Unreachable), V(VolumeMissing), V(VolumeNotWritable),
     V(Refused), V(InvalidInput)).
   returned: failed
   type: str
+  sample: Refused
 """
 
 from typing import Any

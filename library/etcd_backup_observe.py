@@ -62,56 +62,154 @@ jobs:
   returned: success
   type: list
   elements: dict
+  sample:
+    - apiVersion: batch/v1
+      kind: Job
+      metadata:
+        name: nightly-29384730
+        namespace: prod
+        labels:
+          etcd.runbook.io/backup: nightly
+        ownerReferences:
+        - apiVersion: etcd.runbook.io/v1alpha1
+          kind: EtcdBackup
+          name: nightly
+          uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
+          controller: true
+          blockOwnerDeletion: true
+      status:
+        succeeded: 1
+        startTime: '2026-11-27T03:00:02Z'
+        completionTime: '2026-11-27T03:00:19Z'
 pods:
   description: The Pods of the backup's Jobs.
   returned: success
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Pod
+      metadata:
+        name: nightly-29384730-x7k2p
+        namespace: prod
+        labels:
+          etcd.runbook.io/backup: nightly
+          job-name: nightly-29384730
+      status:
+        phase: Succeeded
+        containerStatuses:
+        - name: backup
+          state:
+            terminated:
+              exitCode: 0
+              reason: Completed
 cronjob:
   description: The CronJob named O(name), or null.
   returned: success
   type: dict
+  sample:
+    apiVersion: batch/v1
+    kind: CronJob
+    metadata:
+      name: nightly
+      namespace: prod
+      ownerReferences:
+      - apiVersion: etcd.runbook.io/v1alpha1
+        kind: EtcdBackup
+        name: nightly
+        uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
+        controller: true
+        blockOwnerDeletion: true
+    spec:
+      schedule: 0 3 * * *
+      suspend: false
+    status:
+      lastScheduleTime: '2026-11-27T03:00:00Z'
 status:
   description: The EtcdBackup's status, read after its Jobs (so it holds the snapshot of every
     Job listed as finished); null when the EtcdBackup is gone or has no status yet.
   returned: success
   type: dict
+  sample:
+    phase: Scheduled
+    observedGeneration: 2
+    lastSnapshot:
+      location: s3://etcd-backups/prod/example/nightly/20261127T030004Z-rev48210.db at https://s3.example.com
+      time: '2026-11-27T03:00:04Z'
+      revision: 48210
+      size: 25485344
+      sha256: 9f2c3b4a5d6e7f80112233445566778899aabbccddeeff00112233445566778a
+      etcdVersion: 3.6.16
+      clusterID: cdf818194e3a8c32
+      member: example-1
+      duration: 4.52s
+    lastCheck:
+      time: '2026-11-27T04:00:11Z'
+      location: s3://etcd-backups/prod/example/nightly/20261127T030004Z-rev48210.db at https://s3.example.com
+      result: Found
 cluster_found:
   description: Whether O(cluster) exists; null without O(cluster).
   returned: success
   type: bool
+  sample: true
 cluster:
   description: Of O(cluster), C(metadata.name) and C(spec.tls) (which TLS Secrets its members
     use); null when it does not exist or was not asked for.
   returned: success
   type: dict
+  sample:
+    metadata:
+      name: example
+    spec:
+      tls:
+        enabled: true
 binding:
   description: The RoleBinding C(etcd-backup-<name>), or null.
   returned: success
   type: dict
+  sample:
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: RoleBinding
+    metadata:
+      name: etcd-backup-nightly
+      namespace: prod
+    roleRef:
+      apiGroup: rbac.authorization.k8s.io
+      kind: Role
+      name: etcd-backup-nightly
+    subjects:
+    - kind: ServiceAccount
+      name: etcd-backup-nightly
+      namespace: prod
 secret_keys:
   description: The key names of O(credentials_secret), sorted; null when it does not exist
     or was not asked for.
   returned: success
   type: list
   elements: str
+  sample: [accessKeyId, secretAccessKey]
 claim_found:
   description: Whether O(claim) exists; null without O(claim).
   returned: success
   type: bool
+  sample: true
 claim_labels:
   description: The labels of O(claim) (its mark C(etcd.runbook.io/backup-destination=true)
     says it is meant for backups); null when it does not exist or was not asked for.
   returned: success
   type: dict
+  sample:
+    etcd.runbook.io/backup-destination: 'true'
 image:
   description: The image of O(own_pod)'s container; empty without O(own_pod).
   returned: success
   type: str
+  sample: localhost/etcd-runbook-operator:0.1.0
 reason:
   description: A short word for the failure (for example V(Forbidden)).
   returned: failed
   type: str
+  sample: Forbidden
 """
 
 from typing import Any

@@ -65,73 +65,134 @@ members:
   returned: always
   type: list
   elements: dict
+  sample:
+    - id: 292c728c0145c718
+      name: example-0
+      peer_urls:
+      - https://example-0.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-0.example.prod.svc.cluster.local:2379
+      is_learner: false
+      healthy: true
+    - id: 976de8aec86c6d0c
+      name: example-1
+      peer_urls:
+      - https://example-1.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-1.example.prod.svc.cluster.local:2379
+      is_learner: false
+      healthy: true
+    - id: b9fa2fd1c659694d
+      name: example-2
+      peer_urls:
+      - https://example-2.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-2.example.prod.svc.cluster.local:2379
+      is_learner: false
+      healthy: true
   contains:
     id:
       description: Member ID as lowercase hex, as C(etcdctl member list) prints it.
       type: str
+      sample: 292c728c0145c718
     name:
       description: Member name; empty until the member has started.
       type: str
+      sample: example-0
     peer_urls:
       description: Peer URLs.
       type: list
       elements: str
+      sample: ['https://example-0.example.prod.svc.cluster.local:2380']
     client_urls:
       description: Client URLs; empty until the member has started.
       type: list
       elements: str
+      sample: ['https://example-0.example.prod.svc.cluster.local:2379']
     is_learner:
       description: Whether the member is a learner.
       type: bool
+      sample: false
     healthy:
       description: Whether the member answered as healthy.
       type: bool
+      sample: true
 status:
   description: One entry per endpoint asked (given endpoints, then members' own client URLs).
   returned: always
   type: list
   elements: dict
+  sample:
+    - endpoint: https://example-0.example.prod.svc.cluster.local:2379
+      healthy: true
+      member_id: 292c728c0145c718
+      cluster_id: cdf818194e3a8c32
+      version: 3.6.16
+      db_size: 36864
+      db_size_in_use: 28672
+      leader: 976de8aec86c6d0c
+      raft_index: 58
+      raft_applied_index: 58
+      raft_term: 2
+      is_learner: false
+      errors: []
   contains:
     endpoint:
       description: The URL asked.
       type: str
+      sample: https://example-0.example.prod.svc.cluster.local:2379
     healthy:
       description: Answered, no errors, and a leader is known.
       type: bool
+      sample: true
     member_id:
       description: ID of the member that answered.
       type: str
+      sample: 292c728c0145c718
     cluster_id:
       description: Cluster ID the member that answered belongs to.
       type: str
+      sample: cdf818194e3a8c32
     version:
       description: etcd server version.
       type: str
+      sample: 3.6.16
     db_size:
       description: Backend size in bytes.
       type: int
+      sample: 36864
     db_size_in_use:
       description: Bytes of the backend in use (the rest is freed by defragmentation).
       type: int
+      sample: 28672
     leader:
       description: The leader's ID as this member sees it.
       type: str
+      sample: 976de8aec86c6d0c
     raft_index:
       description: Raft log index.
       type: int
+      sample: 58
     raft_applied_index:
       description: Applied raft index (0 on etcd 3.4).
       type: int
+      sample: 58
     raft_term:
       description: Raft term.
       type: int
+      sample: 2
     is_learner:
       description: Whether this member is a learner.
       type: bool
+      sample: false
     errors:
       description: Errors the member reports, or why it did not answer.
       type: list
       elements: str
+      sample:
+        - 'cannot reach etcd at https://example-2.example.prod.svc.cluster.local:2379:
+          connection refused (nothing listens there, or it is down) [gRPC: failed to connect
+          to all addresses]'
 views:
   description:
     - Each endpoint's own answer to the member list, to judge whether members agree.
@@ -140,59 +201,93 @@ views:
   returned: always
   type: list
   elements: dict
+  sample:
+    - endpoint: https://example-0.example.prod.svc.cluster.local:2379
+      member_id: 292c728c0145c718
+      cluster_id: cdf818194e3a8c32
+      member_ids:
+      - 292c728c0145c718
+      - 976de8aec86c6d0c
+      - b9fa2fd1c659694d
+      linearizable: true
+      errors: []
   contains:
     endpoint:
       description: The URL asked.
       type: str
+      sample: https://example-0.example.prod.svc.cluster.local:2379
     member_id:
       description: ID of the member that answered; null when it did not.
       type: str
+      sample: 292c728c0145c718
     cluster_id:
       description: Cluster ID it answered for; null when it did not answer.
       type: str
+      sample: cdf818194e3a8c32
     member_ids:
       description: The member IDs it listed, sorted.
       type: list
       elements: str
+      sample: [292c728c0145c718, 976de8aec86c6d0c, b9fa2fd1c659694d]
     linearizable:
       description: Whether the answer went through the leader.
       type: bool
+      sample: true
     errors:
       description: Why it did not answer.
       type: list
       elements: str
+      sample:
+        - 'cannot reach etcd at https://example-2.example.prod.svc.cluster.local:2379:
+          connection refused (nothing listens there, or it is down) [gRPC: failed to connect
+          to all addresses]'
 leader:
   description: The leader most healthy members agree on; null when there is none.
   returned: always
   type: dict
+  sample:
+    id: 976de8aec86c6d0c
+    name: example-1
   contains:
     id:
       description: Leader member ID.
       type: str
+      sample: 976de8aec86c6d0c
     name:
       description: Leader member name.
       type: str
+      sample: example-1
 quorum:
   description: Voting members and how many of them are healthy.
   returned: always
   type: dict
+  sample:
+    voters: 3
+    healthy_voters: 3
+    needed: 2
+    ok: true
   contains:
     voters:
       description: Voting members (learners excluded).
       type: int
+      sample: 3
     healthy_voters:
       description: Voting members that answered as healthy.
       type: int
+      sample: 3
     needed:
       description: Quorum size, voters / 2 + 1.
       type: int
+      sample: 2
     ok:
       description: Whether healthy_voters reaches needed.
       type: bool
+      sample: true
 healthy:
   description: Every member is healthy.
   returned: always
   type: bool
+  sample: true
 alarms:
   description:
     - Active alarms.
@@ -200,17 +295,23 @@ alarms:
   returned: always
   type: list
   elements: dict
+  sample:
+    - member_id: b9fa2fd1c659694d
+      alarm: NOSPACE
   contains:
     member_id:
       description: Member that raised the alarm.
       type: str
+      sample: b9fa2fd1c659694d
     alarm:
       description: V(NOSPACE) or V(CORRUPT).
       type: str
+      sample: NOSPACE
 reason:
   description: A short word for the failure (for example V(Unreachable), V(TLSError)).
   returned: failed
   type: str
+  sample: Unreachable
 """
 
 from typing import Any

@@ -180,26 +180,141 @@ pods:
   returned: always
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Pod
+      metadata:
+        name: example-0
+        namespace: prod
+        uid: 8b1f6c2d-4e3a-4f5b-9c7d-1a2b3c4d5e6f
+        labels:
+          app.kubernetes.io/name: etcd
+          etcd.runbook.io/cluster: example
+          app.kubernetes.io/instance: example
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+          etcd.runbook.io/member: example-0
+          etcd.runbook.io/version: 3.6.16
+          etcd.runbook.io/voter: 'true'
+        annotations:
+          etcd.runbook.io/member-id: 8e9e05c52164694d
+          etcd.runbook.io/cluster-id: cdf818194e3a8c32
+        ownerReferences:
+        - apiVersion: etcd.runbook.io/v1alpha1
+          kind: EtcdCluster
+          name: example
+          uid: 5f0c2a5e-3d7b-4c1e-9a8f-2b6d4e1c7a90
+          controller: true
+          blockOwnerDeletion: true
+      spec:
+        hostname: example-0
+        subdomain: example
+        nodeName: node-1
+      status:
+        phase: Running
+        podIP: 10.88.0.12
+        conditions:
+        - type: Ready
+          status: 'True'
+          lastTransitionTime: '2026-11-27T02:04:31Z'
 claims:
   description: The member PersistentVolumeClaims.
   returned: always
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata:
+        name: example-0-data
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd
+          etcd.runbook.io/cluster: example
+          app.kubernetes.io/instance: example
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+          etcd.runbook.io/member: example-0
+      spec:
+        accessModes:
+        - ReadWriteOnce
+        resources:
+          requests:
+            storage: 8Gi
+        volumeName: pvc-2c7e9d1a-5b3f-4a6e-8d0c-9f1e2a3b4c5d
+      status:
+        phase: Bound
 services:
   description: The cluster's Services.
   returned: always
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Service
+      metadata:
+        name: example
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd
+          etcd.runbook.io/cluster: example
+          app.kubernetes.io/instance: example
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+        ownerReferences:
+        - apiVersion: etcd.runbook.io/v1alpha1
+          kind: EtcdCluster
+          name: example
+          uid: 5f0c2a5e-3d7b-4c1e-9a8f-2b6d4e1c7a90
+          controller: true
+          blockOwnerDeletion: true
+      spec:
+        clusterIP: None
+        publishNotReadyAddresses: true
+        ports:
+        - name: client
+          port: 2379
+        - name: peer
+          port: 2380
 budgets:
   description: The cluster's PodDisruptionBudgets.
   returned: always
   type: list
   elements: dict
+  sample:
+    - apiVersion: policy/v1
+      kind: PodDisruptionBudget
+      metadata:
+        name: example
+        namespace: prod
+        ownerReferences:
+        - apiVersion: etcd.runbook.io/v1alpha1
+          kind: EtcdCluster
+          name: example
+          uid: 5f0c2a5e-3d7b-4c1e-9a8f-2b6d4e1c7a90
+          controller: true
+          blockOwnerDeletion: true
+      spec:
+        minAvailable: 2
+      status:
+        currentHealthy: 3
+        desiredHealthy: 2
+        disruptionsAllowed: 1
 secrets:
   description: The TLS Secrets, data included.
   returned: always
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Secret
+      type: kubernetes.io/tls
+      metadata:
+        name: example-server-tls
+        namespace: prod
+        labels:
+          etcd.runbook.io/tls-for: example
+      data:
+        tls.crt: LS0tLS1CRUdJTi...
+        tls.key: LS0tLS1CRUdJTi...
+        ca.crt: LS0tLS1CRUdJTi...
 nodes:
   description: >-
     For each node a member Pod was placed on, and each node a volume in RV(volumes) may be
@@ -210,6 +325,14 @@ nodes:
     and when the API server answered (V(read_at)); null when Nodes cannot be read.
   returned: always
   type: dict
+  sample:
+    node-1:
+      found: true
+      ready: 'True'
+      ready_since: '2026-11-26T22:41:07Z'
+      renewed: '2026-11-27T02:09:58.412337Z'
+      silent_for: 1.6
+      read_at: '2026-11-27T02:10:00Z'
 observed_at:
   description: >-
     When the look was taken (UTC, RFC 3339), on the operator's clock: compared only with times
@@ -227,15 +350,49 @@ volumes:
     cannot be read.
   returned: always
   type: dict
+  sample:
+    example-2-data:
+      bound: true
+      pv: pvc-7a1e0c3f-2d4b-4e9a-b6c5-3f8d1e2a9b07
+      found: true
+      anywhere: false
+      nodes:
+      - node-2
+      - node-3
+      pinned:
+      - node-2
+      - node-3
 backups:
   description: The EtcdBackups of O(namespace).
   returned: with O(backups)
   type: list
   elements: dict
+  sample:
+    - apiVersion: etcd.runbook.io/v1alpha1
+      kind: EtcdBackup
+      metadata:
+        name: nightly
+        namespace: prod
+      spec:
+        clusterName: example
+        schedule: 0 3 * * *
+      status:
+        lastSnapshot:
+          location: s3://etcd-backups/prod/example/nightly/20261127T030004Z-rev48210.db at https://s3.example.com
+          time: '2026-11-27T03:00:04Z'
+          revision: 48210
+          size: 25485344
+          sha256: 9f2c3b4a5d6e7f80112233445566778899aabbccddeeff00112233445566778a
+          etcdVersion: 3.6.16
+          clusterID: cdf818194e3a8c32
+          member: example-1
+          duration: 4.52s
 endpoints:
   description: Member name to the client URL this look reached it at.
   returned: always
   type: dict
+  sample:
+    example-0: https://example-0.example.prod.svc.cluster.local:2379
 addresses:
   description: >-
     The host name of each client URL in RV(endpoints) to its Pod's IP address, which this look
@@ -243,28 +400,79 @@ addresses:
     modules as their O(etcd_member#module:addresses).
   returned: always
   type: dict
+  sample:
+    example-0.example.prod.svc.cluster.local: 10.88.0.12
 forward_failed:
   description: Member name to why its port-forward could not be opened.
   returned: always
   type: dict
+  sample:
+    example-2: port-forward supervisor exited with 1
 state_dir:
   description: The port-forward directory to close at the end of the run; empty without.
   returned: always
   type: str
+  sample: /tmp/etcd-runbook-k3j9x2_q
 info:
   description: >-
     What M(etcd_cluster_info) returns; empty when etcd was not asked or no member answered.
   returned: always
   type: dict
+  sample:
+    cluster_id: cdf818194e3a8c32
+    cluster_version: 3.6.0
+    members:
+    - id: 8e9e05c52164694d
+      name: example-0
+      peer_urls:
+      - https://example-0.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-0.example.prod.svc.cluster.local:2379
+      is_learner: false
+      healthy: true
+    status:
+    - endpoint: https://example-0.example.prod.svc.cluster.local:2379
+      healthy: true
+      member_id: 8e9e05c52164694d
+      cluster_id: cdf818194e3a8c32
+      version: 3.6.16
+      db_size: 36864
+      db_size_in_use: 28672
+      leader: 8e9e05c52164694d
+      raft_index: 58
+      raft_applied_index: 58
+      raft_term: 2
+      is_learner: false
+      errors: []
+    views:
+    - endpoint: https://example-0.example.prod.svc.cluster.local:2379
+      member_id: 8e9e05c52164694d
+      cluster_id: cdf818194e3a8c32
+      member_ids:
+      - 8e9e05c52164694d
+      linearizable: true
+      errors: []
+    leader:
+      id: 8e9e05c52164694d
+      name: example-0
+    quorum:
+      voters: 1
+      healthy_voters: 1
+      needed: 1
+      ok: true
+    healthy: true
+    alarms: []
 info_error:
   description: Why RV(info) is empty.
   returned: always
   type: str
+  sample: no member Pod is running
 reason:
   description: A short word for the failure (for example V(Forbidden), V(Timeout),
     V(Unschedulable), V(CannotRun), V(Stopped)).
   returned: failed
   type: str
+  sample: Forbidden
 """
 
 from typing import Any

@@ -157,26 +157,57 @@ objects:
   returned: success
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata:
+        name: example-0-data
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd
+          etcd.runbook.io/cluster: example
+          app.kubernetes.io/instance: example
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+          etcd.runbook.io/member: example-0
+      spec:
+        accessModes:
+        - ReadWriteOnce
+        resources:
+          requests:
+            storage: 8Gi
+        volumeName: pvc-2c7e9d1a-5b3f-4a6e-8d0c-9f1e2a3b4c5d
+      status:
+        phase: Bound
 kept:
   description: With O(state=absent) and O(selector), the objects the selector matched that
     are not the run's, left as they are - C(kind), C(name) and C(why).
   returned: success and O(state=absent)
   type: list
   elements: dict
+  sample:
+    - kind: Pod
+      name: example-9
+      why: its controller is EtcdCluster other (uid 9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d)
 reason:
   description: A short word for the failure (V(NameTaken), V(Forbidden), V(NotFound),
     V(Conflict), V(Timeout), ...).
   returned: failed
   type: str
+  sample: NameTaken
 object:
   description: With RV(reason=NameTaken), the object that is not the run's - C(kind),
     C(namespace) and C(name).
   returned: failed with NameTaken
   type: dict
+  sample:
+    kind: Service
+    namespace: prod
+    name: example
 owner:
   description: With RV(reason=NameTaken), who controls that object, in words.
   returned: failed with NameTaken
   type: str
+  sample: Deployment other-app (uid 1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9)
 """
 
 from typing import Any

@@ -135,11 +135,13 @@ msg:
   description: What was done, or why nothing needed doing.
   returned: always
   type: str
+  sample: defragmented example-0, example-2, example-1 in this order
 order:
   description: Names of the members defragmented (or that would be), in order.
   returned: O(action=defragment)
   type: list
   elements: str
+  sample: [example-0, example-2, example-1]
 members:
   description:
     - Per defragmented member, in order, C(name), C(id), C(db_size_before),
@@ -148,84 +150,89 @@ members:
   returned: O(action=defragment)
   type: list
   elements: dict
+  sample:
+    - name: example-0
+      id: 292c728c0145c718
+      db_size_before: 36864
+      db_size_in_use_before: 28672
+      db_size_after: 32768
+      started_at: 1795759240.630556
+      finished_at: 1795759240.6424918
 revision:
   description: The revision compacted to (or that would be).
   returned: O(action=compact)
   type: int
+  sample: 42
 current_revision:
   description: The cluster's revision when the module ran.
   returned: O(action=compact)
   type: int
+  sample: 51
 compact_revision_before:
   description: The compaction point before the module ran (0 when never compacted).
   returned: O(action=compact)
   type: int
+  sample: 0
 compact_revision:
   description: The compaction point afterwards (predicted in check mode).
   returned: O(action=compact)
   type: int
+  sample: 42
 leader_before:
   description: The leader's name before V(move_leader).
   returned: O(action=move_leader)
   type: str
+  sample: example-1
 leader:
   description: The leader's name afterwards (predicted in check mode).
   returned: O(action=move_leader)
   type: str
+  sample: example-0
 alarms_before:
   description: Raised alarms before, each with C(member_id) and C(alarm).
   returned: O(action=disarm_alarms)
   type: list
   elements: dict
+  sample:
+    - member_id: b9fa2fd1c659694d
+      alarm: NOSPACE
 alarms:
   description: Raised alarms afterwards (predicted in check mode).
   returned: O(action=disarm_alarms)
   type: list
   elements: dict
+  sample: []
 quota:
   description: The quota in bytes that V(disarm_alarms) checked the database sizes against.
   returned: O(action=disarm_alarms) and a NOSPACE alarm was raised
   type: int
+  sample: 2147483648
 cluster_version:
   description: The version etcd answered a downgrade request with (the cluster version).
   returned: O(action=downgrade) and etcd was asked
   type: str
+  sample: '3.6'
 downgrade:
   description: C(enabled) and C(target_version) of the downgrade job afterwards (etcd 3.6).
   returned: O(action=downgrade)
   type: dict
+  sample:
+    enabled: false
+    target_version: ''
 reason:
   description: A short word for the failure (for example V(Refused), V(ClusterUnhealthy)).
   returned: failed
   type: str
+  sample: Refused
 """
 
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_client import EtcdClient
-from etcd_runbook.clients.etcd_common import (
-    ConnectionParams,
-    connection_argument_spec,
-    connection_required_together,
-)
+from etcd_runbook.clients.etcd_common import connection_argument_spec, connection_required_together
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
-from etcd_runbook.operations.etcd_maintenance_actions import (
-    compact,
-    defragment,
-    disarm_alarms,
-    downgrade,
-    move_leader,
-)
-
-ACTIONS = {
-    "defragment": defragment,
-    "compact": compact,
-    "move_leader": move_leader,
-    "disarm_alarms": disarm_alarms,
-    "downgrade": downgrade,
-}
+from etcd_runbook.operations.etcd_maintenance_actions import ACTIONS, maintain
 
 
 def argument_spec() -> dict[str, Any]:
@@ -259,13 +266,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        connection = ConnectionParams.from_module_params(module.params)
-        with EtcdClient(connection) as client:
-            result = ACTIONS[module.params["action"]](client, module.params, module.check_mode)
+        result = maintain(module.params, check_mode=module.check_mode, diff=module._diff)
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
-    if not module._diff:
-        result.pop("diff", None)
     module.exit_json(**result)
 
 

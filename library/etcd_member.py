@@ -113,6 +113,13 @@ member:
     - Absent when no such member exists and O(state=absent).
   returned: when the member exists or was added
   type: dict
+  sample:
+    id: ab5e6d249ab8d5b5
+    name: ''
+    peer_urls:
+    - https://example-3.example.prod.svc.cluster.local:2380
+    client_urls: []
+    is_learner: true
   contains:
     id:
       description: Member ID as lowercase hex, as C(etcdctl member list) prints it.
@@ -121,22 +128,54 @@ member:
     name:
       description: Member name; empty until the member has started.
       type: str
+      sample: example-3
     peer_urls:
       description: Peer URLs.
       type: list
       elements: str
+      sample: ['https://example-3.example.prod.svc.cluster.local:2380']
     client_urls:
       description: Client URLs; empty until the member has started.
       type: list
       elements: str
+      sample: ['https://example-3.example.prod.svc.cluster.local:2379']
     is_learner:
       description: Whether the member is a learner.
       type: bool
+      sample: true
 members:
   description: Every member after the change (predicted in check mode), same keys as RV(member).
   returned: always
   type: list
   elements: dict
+  sample:
+    - id: 292c728c0145c718
+      name: example-0
+      peer_urls:
+      - https://example-0.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-0.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: 976de8aec86c6d0c
+      name: example-1
+      peer_urls:
+      - https://example-1.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-1.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: b9fa2fd1c659694d
+      name: example-2
+      peer_urls:
+      - https://example-2.example.prod.svc.cluster.local:2380
+      client_urls:
+      - https://example-2.example.prod.svc.cluster.local:2379
+      is_learner: false
+    - id: ab5e6d249ab8d5b5
+      name: ''
+      peer_urls:
+      - https://example-3.example.prod.svc.cluster.local:2380
+      client_urls: []
+      is_learner: true
 msg:
   description: What was done, or why nothing needed doing.
   returned: always
@@ -157,6 +196,14 @@ leader_moved_to:
   description: The member that took over leadership before the leader was removed.
   returned: when the removed member was the leader
   type: dict
+  sample:
+    id: 292c728c0145c718
+    name: example-0
+    peer_urls:
+    - https://example-0.example.prod.svc.cluster.local:2380
+    client_urls:
+    - https://example-0.example.prod.svc.cluster.local:2379
+    is_learner: false
 reason:
   description: A short word for the failure (for example V(Refused), V(Unreachable), V(TLSError)).
   returned: failed
@@ -168,17 +215,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_client import EtcdClient
-from etcd_runbook.clients.etcd_common import (
-    ConnectionParams,
-    connection_argument_spec,
-    connection_required_together,
-    parse_url,
-)
+from etcd_runbook.clients.etcd_common import connection_argument_spec, connection_required_together
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
-from etcd_runbook.operations.etcd_health import cluster_health
-from etcd_runbook.operations.etcd_member_ops import execute, membership_text
-from etcd_runbook.operations.etcd_membership import plan_absent, plan_present
+from etcd_runbook.operations.etcd_member_state import member_state
 
 
 def argument_spec() -> dict[str, Any]:
@@ -193,44 +232,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    connection = ConnectionParams.from_module_params(params)
-    for url in params["peer_urls"]:
-        parse_url(url, what="peer URL")
-    with EtcdClient(connection) as client:
-        health = cluster_health(client)
-        if params["state"] == "present":
-            plan = plan_present(health, params["name"], params["peer_urls"], params["learner"])
-        else:
-            plan = plan_absent(health, params["name"], params["peer_urls"], params["force"])
-        for warning in plan.warnings:
-            module.warn(warning)
-        member, members, retries = plan.member, plan.members_after, 0
-        if plan.steps and not module.check_mode:
-            member, members, retries = execute(client, health, plan, params)
-    message = plan.message if plan.steps else plan.message + "; nothing to do"
-    if plan.steps and module.check_mode:
-        message = "would have " + message
-    result: dict[str, Any] = {
-        "changed": bool(plan.steps),
-        "msg": message,
-        "steps": plan.steps,
-        "retries": retries,
-        "members": [m.as_dict() for m in members],
-    }
-    if member is not None:
-        result["member"] = member.as_dict()
-    if plan.transferee is not None:
-        result["leader_moved_to"] = plan.transferee.as_dict()
-    if module._diff:
-        result["diff"] = {
-            "before": membership_text(health.members),
-            "after": membership_text(members),
-        }
-    return result
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
@@ -238,7 +239,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        result = run(module)
+        result = member_state(
+            module.params, check_mode=module.check_mode, diff=module._diff, warn=module.warn
+        )
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     module.exit_json(**result)

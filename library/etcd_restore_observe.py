@@ -73,47 +73,157 @@ cluster:
   description: The EtcdCluster O(cluster), or null.
   returned: success
   type: dict
+  sample:
+    apiVersion: etcd.runbook.io/v1alpha1
+    kind: EtcdCluster
+    metadata:
+      name: example
+      namespace: prod
+      annotations:
+        etcd.runbook.io/restore: from-nightly
+    spec:
+      size: 3
+      version: 3.6.16
 claims:
   description: The claims of O(cluster)'s members.
   returned: success
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata:
+        name: example-0-data
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd
+          etcd.runbook.io/cluster: example
+          app.kubernetes.io/instance: example
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+          etcd.runbook.io/member: example-0
+      spec:
+        accessModes:
+        - ReadWriteOnce
+        resources:
+          requests:
+            storage: 8Gi
+        volumeName: pvc-2c7e9d1a-5b3f-4a6e-8d0c-9f1e2a3b4c5d
+      status:
+        phase: Bound
 first_claim:
   description: The claim O(first_claim), or null (missing, or not asked for).
   returned: success
   type: dict
+  sample:
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata:
+      name: example-0-data
+      namespace: prod
+      labels:
+        app.kubernetes.io/name: etcd
+        etcd.runbook.io/cluster: example
+        app.kubernetes.io/instance: example
+        app.kubernetes.io/managed-by: etcd-runbook-operator
+        etcd.runbook.io/member: example-0
+    spec:
+      accessModes:
+      - ReadWriteOnce
+      resources:
+        requests:
+          storage: 8Gi
+      volumeName: pvc-2c7e9d1a-5b3f-4a6e-8d0c-9f1e2a3b4c5d
+    status:
+      phase: Bound
 job:
   description: The Job C(<name>-restore), or null; whoever made it.
   returned: success
   type: dict
+  sample:
+    apiVersion: batch/v1
+    kind: Job
+    metadata:
+      name: from-nightly-restore
+      namespace: prod
+      labels:
+        etcd.runbook.io/restore: from-nightly
+      ownerReferences:
+      - apiVersion: etcd.runbook.io/v1alpha1
+        kind: EtcdRestore
+        name: from-nightly
+        uid: c3a9e1f2-6b4d-4e8a-8f1c-7d2e5a9b0c14
+        controller: true
+    status:
+      succeeded: 1
+      completionTime: '2026-11-27T05:12:40Z'
 pods:
   description: The Pods of the restore Job.
   returned: success
   type: list
   elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Pod
+      metadata:
+        name: from-nightly-restore-5qz8w
+        namespace: prod
+        labels:
+          etcd.runbook.io/restore: from-nightly
+          job-name: from-nightly-restore
+      status:
+        phase: Succeeded
 backup:
   description: The EtcdBackup O(backup), or null (missing, or not asked for).
   returned: success
   type: dict
+  sample:
+    apiVersion: etcd.runbook.io/v1alpha1
+    kind: EtcdBackup
+    metadata:
+      name: nightly
+      namespace: prod
+      uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
+    spec:
+      clusterName: example
+      destination:
+        s3:
+          endpoint: https://s3.example.com
+          bucket: etcd-backups
+          credentialsSecret: etcd-backup-s3
+    status:
+      lastSnapshot:
+        location: s3://etcd-backups/prod/example/nightly/20261127T030004Z-rev48210.db at https://s3.example.com
+        time: '2026-11-27T03:00:04Z'
+        revision: 48210
+        size: 25485344
+        sha256: 9f2c3b4a5d6e7f80112233445566778899aabbccddeeff00112233445566778a
+        etcdVersion: 3.6.16
+        clusterID: cdf818194e3a8c32
+        member: example-1
+        duration: 4.52s
 secret_keys:
   description: The key names of the credentials Secret, sorted; null when it does not exist
     or none was named.
   returned: success
   type: list
   elements: str
+  sample: [accessKeyId, secretAccessKey]
 source_claim_found:
   description: Whether the claim holding the snapshot exists; null when the source is not
     on a volume.
   returned: success
   type: bool
+  sample: true
 image:
   description: The image of O(own_pod)'s container; empty without O(own_pod).
   returned: success
   type: str
+  sample: localhost/etcd-runbook-operator:0.1.0
 reason:
   description: A short word for the failure (for example V(Forbidden)).
   returned: failed
   type: str
+  sample: Forbidden
 """
 
 from typing import Any

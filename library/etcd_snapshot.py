@@ -275,109 +275,140 @@ path:
     endpoint); with O(directory), the file under it).
   returned: always
   type: str
+  sample: /backup/prod/example/nightly/20261127T030004Z-rev48210.db
 key:
   description: The key of the snapshot in the store or directory.
   returned: with O(s3) or O(directory)
   type: str
+  sample: prod/example/nightly/20261127T030004Z-rev48210.db
 manifest:
   description: The snapshot's manifest, as written (O(state=saved)) or read.
   returned: with O(s3) or O(directory), when there is one
   type: dict
+  sample:
+    format: etcd.runbook.io/snapshot-manifest/v1
+    key: prod/example/nightly/20261127T030004Z-rev48210.db
+    sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+    size: 25485344
+    revision: 48210
+    etcdVersion: 3.6.16
+    clusterID: cdf818194e3a8c32
+    member:
+      name: example-0
+      id: 292c728c0145c718
+    endpoint: https://example-0.example.prod.svc.cluster.local:2379
+    time: '2026-11-27T03:00:04Z'
+    duration: 4.52
+    backup:
+      namespace: prod
+      name: nightly
+      uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
 size:
   description: Size of the snapshot file in bytes (in check mode with O(state=saved), the
     member's current database size, which the snapshot will be close to).
   returned: always
   type: int
+  sample: 25485344
 sha256:
   description: sha256 of the whole snapshot file, as C(sha256sum) prints it.
   returned: when the file or object exists or was written
   type: str
+  sample: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
 revision:
   description:
     - O(state=saved), the snapshot's revision (see the description for how exact it is).
     - O(state=restored), the revision in the snapshot before the bump, when the tool reports it.
   returned: when known
   type: int
+  sample: 48210
 member:
   description: The member snapshotted, as C(etcd_member) returns members.
   returned: O(state=saved) and the snapshot was taken (or would be)
   type: dict
+  sample:
+    id: 292c728c0145c718
+    name: example-0
+    peer_urls:
+    - https://example-0.example.prod.svc.cluster.local:2380
+    client_urls:
+    - https://example-0.example.prod.svc.cluster.local:2379
+    is_learner: false
 endpoint:
   description: The URL the snapshot was streamed from.
   returned: O(state=saved) and the snapshot was taken (or would be)
   type: str
+  sample: https://example-0.example.prod.svc.cluster.local:2379
 duration:
   description: Seconds the stream took.
   returned: O(state=saved) and the snapshot was taken
   type: float
+  sample: 4.52
 snapshot_status:
   description: What C(snapshot status -w json) of O(etcdutl) reported.
   returned: when O(etcdutl) or O(bin_dir) was given and the file was read
   type: dict
+  sample:
+    hash: 1771075404
+    revision: 48210
+    totalKey: 1250
+    totalSize: 25485312
+    version: 3.6.0
 data_dir:
   description: The restored data dir.
   returned: O(state=restored)
   type: str
+  sample: /var/lib/etcd/data
 restore:
   description: The restore settings (as recorded in the data dir's marker).
   returned: O(state=restored)
   type: dict
+  sample:
+    snapshot_sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+    name: example-0
+    initial_cluster: example-0=https://example-0.example.prod.svc.cluster.local:2380
+    initial_cluster_token: restore-790bb9769eeec42f
+    initial_advertise_peer_urls: https://example-0.example.prod.svc.cluster.local:2380
+    bump_revision: 1000000000
 command:
   description: The restore command run (or that would run).
   returned: O(state=restored) and a restore was (or would be) done
   type: list
   elements: str
+  sample:
+    - /usr/local/bin/etcdutl
+    - snapshot
+    - restore
+    - /snapshot/snapshot.db
+    - --data-dir=/var/lib/etcd/data
+    - --name=example-0
+    - --initial-cluster=example-0=https://example-0.example.prod.svc.cluster.local:2380
+    - --initial-cluster-token=restore-790bb9769eeec42f
+    - --initial-advertise-peer-urls=https://example-0.example.prod.svc.cluster.local:2380
+    - --bump-revision=1000000000
+    - --mark-compacted
 msg:
   description: What was done, or why nothing needed doing.
   returned: always
   type: str
+  sample: saved a snapshot of example-0 (292c728c0145c718) to
+    /backup/prod/example/nightly/20261127T030004Z-rev48210.db (25485344 bytes)
 reason:
   description: A short word for the failure (for example V(SnapshotCorrupt), V(Refused),
     V(S3AuthFailed), V(S3BucketMissing), V(S3ObjectMissing), V(S3Unreachable),
     V(VolumeMissing), V(VolumeNotWritable), V(VolumeFull), V(SnapshotMissing)).
   returned: failed
   type: str
+  sample: SnapshotCorrupt
 """
 
-import os
-import time
-from datetime import UTC, datetime
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_client import EtcdClient
-from etcd_runbook.clients.etcd_common import (
-    ConnectionParams,
-    connection_argument_spec,
-    connection_required_together,
-    describe,
-)
-from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
-from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
-from etcd_runbook.clients.etcd_snapshot_io import (
-    SnapshotFile,
-    SnapshotIntegrityError,
-    file_sha256,
-    save_atomically,
-    verify_file,
-)
-from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
-from etcd_runbook.clients.etcd_snapshot_tool import SnapshotTool, find_tool
-from etcd_runbook.operations.etcd_maintenance_ops import (
-    maintenance_health,
-    member_endpoint,
-    read_revision,
-    resolve_member,
-)
-from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
-from etcd_runbook.operations.etcd_snapshot_restore import RestoreSpec, already_restored, restore
-from etcd_runbook.operations.etcd_snapshot_s3 import (
-    download_snapshot,
-    snapshot_name,
-    upload_snapshot,
-)
-from etcd_runbook.rules.etcd_snapshot_catalog import MANIFEST_FORMAT, SnapshotCatalog
+from etcd_runbook.clients.etcd_common import connection_argument_spec, connection_required_together
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_s3 import s3_argument_spec
+from etcd_runbook.operations.etcd_snapshot_states import snapshot_state
 
 
 def argument_spec() -> dict[str, Any]:
@@ -414,294 +445,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def check_combination(params: dict[str, Any]) -> None:
-    """What each state needs, beyond what the argument spec can say."""
-    state = params["state"]
-    stored = "s3" if params["s3"] else "directory" if params["directory"] else ""
-    if (params["key"] or params["prefix"]) and not stored:
-        raise EtcdInputError("key and prefix name snapshots in a store: give s3 or directory")
-    if params["backup"] and not (state == "saved" and stored):
-        raise EtcdInputError("backup goes into a manifest: only with state=saved and a store")
-    if state == "saved" and stored:
-        if bool(params["key"]) == bool(params["prefix"]):
-            raise EtcdInputError(f"state=saved with {stored} needs exactly one of key or prefix")
-        if params["path"]:
-            raise EtcdInputError(f"state=saved with {stored} writes no other file: drop path")
-        return
-    if state == "fetched" and not stored:
-        raise EtcdInputError("state=fetched needs s3 or directory, and key")
-    if stored and not params["key"]:
-        raise EtcdInputError(f"state={state} with {stored} needs key (the snapshot to read)")
-    if stored and params["prefix"]:
-        raise EtcdInputError(f"state={state} reads one snapshot: give key, not prefix")
-    if not params["path"]:
-        raise EtcdInputError(f"state={state} needs path")
-
-
-def optional_tool(params: dict[str, Any]) -> SnapshotTool | None:
-    if params["etcdutl"] or params["bin_dir"]:
-        return find_tool(params["etcdutl"], params["bin_dir"])
-    return None
-
-
-def described_file(snapshot: SnapshotFile, tool: SnapshotTool | None) -> dict[str, Any]:
-    result = snapshot.as_dict()
-    if tool is not None:
-        status = tool.status(snapshot.path)
-        result["snapshot_status"] = status
-        result["revision"] = int(status["revision"])
-    return result
-
-
-def utc_stamp(moment: datetime) -> tuple[str, str]:
-    """(RFC 3339, key stamp) of a UTC time, to the second."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ"), moment.strftime("%Y%m%dT%H%M%SZ")
-
-
-def open_store(params: dict[str, Any]) -> SnapshotStore | DirectoryStore | None:
-    if params["s3"]:
-        return SnapshotStore(S3Params.from_option(params["s3"]))
-    if params["directory"]:
-        return DirectoryStore(params["directory"])
-    return None
-
-
-def save(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    store = open_store(params)
-    if store is not None:
-        # Credentials, bucket or volume first: a wrong one must not cost a snapshot stream.
-        store.check_access(params["prefix"] or params["key"], write=True)
-        if params["key"] and not params["force"]:
-            manifest = store.verified_manifest(params["key"])
-            if manifest is not None:
-                return {
-                    "changed": False,
-                    "msg": f"{store.where(params['key'])} holds a verified snapshot; "
-                    "nothing saved (force=false)",
-                    **manifest_result(store, params["key"], manifest),
-                }
-    else:
-        path = params["path"]
-        tool = optional_tool(params)
-        if os.path.exists(path) and not params["force"]:
-            existing = described_file(verify_file(path), tool)
-            return {
-                "changed": False,
-                "msg": f"{path} exists; nothing saved (force=false)",
-                **existing,
-            }
-    if not params["endpoints"]:
-        raise EtcdInputError("state=saved needs endpoints")
-    with EtcdClient(ConnectionParams.from_module_params(params)) as client:
-        health = maintenance_health(client)
-        if params["member"]:
-            member = resolve_member(health, params["member"])
-        elif health.leader is not None:
-            member = health.leader
-        else:
-            raise EtcdModuleError(
-                "the cluster has no leader (quorum lost?): name a member to snapshot",
-                reason="NoLeader",
-            )
-        endpoint = member_endpoint(client, health, member)
-        revision = read_revision(endpoint)
-        taken_at, stamp = utc_stamp(datetime.now(UTC))
-        target = params["path"]
-        if store is not None:
-            key = params["key"] or snapshot_name(params["prefix"], stamp, revision)
-            target = store.where(key)
-        result: dict[str, Any] = {
-            "changed": True,
-            "path": target,
-            "member": member.as_dict(),
-            "endpoint": endpoint.url,
-            "revision": revision,
-        }
-        if store is not None:
-            result["key"] = key
-        if module.check_mode:
-            db_size = health.member_status[member.id].db_size or 0
-            message = f"would save a snapshot of {describe(member)} to {target}"
-            return {**result, "size": db_size, "msg": message}
-        started = time.monotonic()
-        timeout = params["snapshot_timeout"]
-
-        def stream_into(sink: Any) -> int:
-            return stream_snapshot(
-                client.params, endpoint.url, sink, timeout, client.expected_cluster_id
-            )
-
-        if store is None:
-            saved = save_atomically(target, stream_into, read_back=tool is not None)
-        elif isinstance(store, DirectoryStore):
-            saved = store.save(key, stream_into)
-        else:
-            saved = upload_snapshot(store, key, stream_into)
-        result["duration"] = round(time.monotonic() - started, 3)
-    if store is None:
-        result.update(described_file(saved, tool))
-    else:
-        status = health.member_status[member.id]
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "key": key,
-            "sha256": saved.sha256,
-            "size": saved.size,
-            "revision": revision,
-            "etcdVersion": status.version or "",
-            "clusterID": health.cluster_id,
-            "member": {"name": member.name, "id": member.id},
-            "endpoint": endpoint.url,
-            "time": taken_at,
-            "duration": result["duration"],
-        }
-        if params["backup"]:
-            manifest["backup"] = dict(params["backup"])
-        store.write_manifest(key, manifest)
-        result.update({"size": saved.size, "sha256": saved.sha256, "manifest": manifest})
-    result["msg"] = f"saved a snapshot of {describe(member)} to {target} ({saved.size} bytes)"
-    return result
-
-
-def manifest_result(store: SnapshotCatalog, key: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "path": store.where(key),
-        "key": key,
-        "size": manifest.get("size"),
-        "sha256": manifest.get("sha256"),
-        "revision": manifest.get("revision"),
-        "manifest": manifest,
-    }
-
-
-def fetch(module: AnsibleModule, *, read_back: bool = False) -> dict[str, Any]:
-    """Bring object `key` to `path`, verified; the result says whether it was downloaded.
-    `read_back`: the caller reads the file at once (a restore)."""
-    params = module.params
-    store = open_store(params)
-    if store is None:
-        raise EtcdInputError("state=fetched needs s3 or directory")
-    key, path = params["key"], params["path"]
-    where = store.where(key)
-    store.check_access(key)
-    found = store.stat(key)
-    if found is None:
-        raise EtcdModuleError(
-            f"no snapshot at {where}: nothing was fetched", reason=store.missing_reason
-        )
-    manifest = store.read_manifest(key)
-    recorded = (manifest or {}).get("sha256")
-    expected = (params["sha256"] or "").strip().lower() or recorded
-    if not expected:
-        raise SnapshotIntegrityError(
-            f"snapshot {where} has no manifest recording its sha256 (it was never verified, "
-            "or its upload did not finish): give sha256 to fetch it anyway",
-            reason="SnapshotUnverified",
-        )
-    if recorded and recorded != expected:
-        raise SnapshotIntegrityError(
-            f"snapshot {where} is recorded with sha256 {recorded}, not the expected {expected}"
-        )
-    size = found["size"]
-    if manifest and recorded == expected and manifest.get("size") != size:
-        raise SnapshotIntegrityError(
-            f"snapshot {where} is {size} bytes, not the {manifest.get('size')} its manifest "
-            "records: it is truncated or was replaced"
-        )
-    result: dict[str, Any] = {"path": path, "key": key, "sha256": expected, "size": size}
-    if manifest:
-        result["manifest"] = manifest
-        if isinstance(manifest.get("revision"), int):
-            result["revision"] = manifest["revision"]
-    if os.path.isfile(path) and file_sha256(path) == expected:
-        return {**result, "changed": False, "msg": f"{path} already holds {where}"}
-    if module.check_mode:
-        return {**result, "changed": True, "msg": f"would download {where} to {path}"}
-    if isinstance(store, DirectoryStore):
-        store.copy_out(key, path, sha256=expected, size=size, read_back=read_back)
-        return {**result, "changed": True, "msg": f"copied {where} to {path} ({size} bytes)"}
-    download_snapshot(store, key, path, sha256=expected, size=size, read_back=read_back)
-    return {**result, "changed": True, "msg": f"downloaded {where} to {path} ({size} bytes)"}
-
-
-def restore_spec(params: dict[str, Any], sha256: str) -> RestoreSpec:
-    missing = [k for k in ("data_dir", "name", "initial_advertise_peer_urls") if not params[k]]
-    if missing:
-        raise EtcdInputError(f"state=restored needs {', '.join(missing)}")
-    if params["bump_revision"] < 0:
-        raise EtcdInputError("bump_revision must be 0 or more")
-    peer_urls = ",".join(params["initial_advertise_peer_urls"])
-    return RestoreSpec(
-        snapshot_sha256=sha256,
-        name=params["name"],
-        initial_cluster=params["initial_cluster"] or f"{params['name']}={peer_urls}",
-        initial_cluster_token=params["initial_cluster_token"] or f"restore-{sha256[:16]}",
-        initial_advertise_peer_urls=peer_urls,
-        bump_revision=params["bump_revision"],
-    )
-
-
-def restored(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    if not (params["etcdutl"] or params["bin_dir"]):
-        raise EtcdInputError("state=restored needs etcdutl or bin_dir (the target version's)")
-    tool = find_tool(params["etcdutl"], params["bin_dir"])
-    fetched: dict[str, Any] = {}
-    if params["s3"] or params["directory"]:
-        fetched = fetch(module, read_back=True)
-        if module.check_mode and fetched["changed"]:
-            restore_spec(params, fetched["sha256"])  # refuse bad input in check mode too
-            return {
-                **fetched,
-                "data_dir": params["data_dir"],
-                "msg": f"would download {fetched['key']} to {params['path']} and restore it "
-                f"into {params['data_dir']}",
-            }
-    snapshot = verify_file(params["path"])
-    expected = (params["sha256"] or fetched.get("sha256") or "").strip().lower()
-    if expected and expected != snapshot.sha256:
-        raise SnapshotIntegrityError(
-            f"snapshot {snapshot.path} has sha256 {snapshot.sha256}, not the expected {expected}"
-        )
-    spec = restore_spec(params, snapshot.sha256)
-    data_dir = params["data_dir"]
-    result: dict[str, Any] = {
-        **{k: v for k, v in fetched.items() if k in ("key", "manifest")},
-        **snapshot.as_dict(),
-        "data_dir": data_dir,
-        "restore": spec.as_dict(),
-    }
-    if already_restored(data_dir, spec):
-        return {
-            **result,
-            "changed": bool(fetched.get("changed")),
-            "msg": f"{data_dir} already holds this restore",
-        }
-    if spec.bump_revision > 0 and not tool.supports_bump_revision():
-        raise EtcdInputError(
-            f"{tool.path} ({tool.kind} {tool.version}) has no --bump-revision: restore with an "
-            "etcd 3.4.31+ etcdctl or etcdutl, or set bump_revision=0 knowing that watchers of "
-            "the old cluster may then see revisions go backwards"
-        )
-    command = tool.restore_command(
-        snapshot.path,
-        data_dir,
-        name=spec.name,
-        initial_cluster=spec.initial_cluster,
-        initial_cluster_token=spec.initial_cluster_token,
-        initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
-        bump_revision=spec.bump_revision,
-    )
-    if module.check_mode:
-        return {**result, "changed": True, "command": command, "msg": f"would restore {data_dir}"}
-    status = tool.status(snapshot.path)
-    result["revision"] = int(status["revision"])
-    result["snapshot_status"] = status
-    result["command"] = restore(tool, snapshot.path, data_dir, spec)
-    return {**result, "changed": True, "msg": f"restored {snapshot.path} into {data_dir}"}
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
@@ -709,15 +452,8 @@ def main() -> None:
         mutually_exclusive=[["etcdutl", "bin_dir"], ["key", "prefix"], ["s3", "directory"]],
         supports_check_mode=True,
     )
-    state = module.params["state"]
     try:
-        check_combination(module.params)
-        if state == "saved":
-            result = save(module)
-        elif state == "fetched":
-            result = fetch(module)
-        else:
-            result = restored(module)
+        result = snapshot_state(module.params, module.check_mode)
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     module.exit_json(**result)

@@ -145,11 +145,31 @@ snapshots:
   returned: O(state=listed) or O(state=absent)
   type: list
   elements: dict
+  sample:
+    - location: prod/example/nightly/20261127T030004Z-rev48210.db
+      key: prod/example/nightly/20261127T030004Z-rev48210.db
+      size: 25485344
+      time: '2026-11-27T03:00:04Z'
+      sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+      verified: true
+      manifest: true
+      revision: 48210
+      etcdVersion: 3.6.16
+      clusterID: cdf818194e3a8c32
+      member:
+        name: example-0
+        id: 292c728c0145c718
+      duration: 4.52
+      backup:
+        namespace: prod
+        name: nightly
+        uid: 0d4c5f0e-8a53-4b57-9d1a-2f4d3c1b0a99
 orphans:
   description: Manifests under O(prefix) whose snapshot is gone.
   returned: O(state=listed) or O(state=absent)
   type: list
   elements: str
+  sample: [prod/example/nightly/20261120T030002Z-rev40917.db.json]
 checked:
   description: For each of O(keys), C(key), C(found) (the object is there), C(verified) (its
     manifest is there and matches it), C(sha256) and C(size) (when found) and C(why) (what is
@@ -157,31 +177,49 @@ checked:
   returned: O(state=checked)
   type: list
   elements: dict
+  sample:
+    - key: prod/example/nightly/20261127T030004Z-rev48210.db
+      found: true
+      verified: true
+      sha256: 790bb9769eeec42fb3b47499fd224a6433e5c02c2b00cae50ebdddc14ec1be75
+      size: 25485344
+      why: ''
+    - key: prod/example/nightly/20261126T030003Z-rev47388.db
+      found: false
+      verified: false
+      sha256: ''
+      size: 0
+      why: the snapshot is gone
 deleted:
   description: The keys deleted (in check mode, that would be), manifests included.
   returned: O(state=absent)
   type: list
   elements: str
+  sample:
+    - prod/example/nightly/20261120T030002Z-rev40917.db.json
+    - prod/example/nightly/20261120T030002Z-rev40917.db
 msg:
   description: What was done.
   returned: always
   type: str
+  sample: 2 snapshots under s3://etcd-backups/prod/example/nightly/ at https://s3.example.com,
+    2 verified
 reason:
   description: A short word for the failure (V(S3AuthFailed), V(S3BucketMissing),
     V(S3InvalidResponse), V(S3Unreachable), V(VolumeMissing), V(VolumeNotWritable),
     V(Refused), V(InvalidInput)).
   returned: failed
   type: str
+  sample: Refused
 """
 
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
-from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore, s3_argument_spec
-from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
-from etcd_runbook.rules.etcd_snapshot_catalog import SnapshotCatalog, manifest_key, ownership
+from etcd_runbook.clients.etcd_errors import EtcdModuleError
+from etcd_runbook.clients.etcd_s3 import s3_argument_spec
+from etcd_runbook.operations.etcd_snapshot_store_states import snapshot_store_state
 
 
 def argument_spec() -> dict[str, Any]:
@@ -207,94 +245,6 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def deletions(
-    listing: dict[str, Any], keys: list[str], prefix: str, owner: dict[str, Any]
-) -> list[str]:
-    """The objects to delete for `keys` (manifest first, then snapshot), refusing a key
-    outside the prefix, a key that is not `owner`'s verified snapshot, and the newest of
-    those."""
-    outside = [k for k in keys if not k.startswith(prefix)]
-    if outside:
-        raise EtcdInputError(f"keys outside prefix {prefix!r}: {', '.join(outside)}")
-    snapshots = {s["key"]: s for s in listing["snapshots"]}
-    foreign = {k: why for k in keys if k in snapshots and (why := ownership(snapshots[k], owner))}
-    if foreign:
-        listed = "; ".join(f"{k}: {why}" for k, why in sorted(foreign.items()))
-        raise EtcdRefusedError(
-            f"refusing to delete what EtcdBackup {owner['name']} did not write for this "
-            f"cluster ({listed}); nothing was deleted"
-        )
-    newest = next((s for s in listing["snapshots"] if not ownership(s, owner)), None)
-    if newest is not None and newest["key"] in keys:
-        raise EtcdRefusedError(
-            f"refusing to delete {newest['key']}: it is the newest verified snapshot of "
-            f"EtcdBackup {owner['name']} under {prefix} (retention never deletes it); nothing "
-            "was deleted"
-        )
-    doomed: list[str] = []
-    for key in dict.fromkeys(keys):
-        if key in snapshots:
-            doomed += [manifest_key(key), key]
-    return doomed
-
-
-def run(module: AnsibleModule) -> dict[str, Any]:
-    params = module.params
-    store: SnapshotCatalog = (
-        SnapshotStore(S3Params.from_option(params["s3"]))
-        if params["s3"]
-        else DirectoryStore(params["directory"])
-    )
-    prefix, recursive = params["prefix"], params["recursive"]
-    if params["state"] == "checked":
-        outside = [k for k in params["keys"] if not k.startswith(prefix)]
-        if outside:
-            raise EtcdInputError(f"keys outside prefix {prefix!r}: {', '.join(outside)}")
-        checked = [store.check(key) for key in params["keys"]]
-        missing = [c["key"] for c in checked if not c["verified"]]
-        return {
-            "changed": False,
-            "checked": checked,
-            "msg": f"{len(checked) - len(missing)} of {len(checked)} verified"
-            + (f"; not: {', '.join(missing)}" if missing else ""),
-        }
-    listing = store.snapshots(prefix, recursive)
-    if params["state"] == "listed":
-        if params["keys"]:
-            raise EtcdInputError("keys is only used with state=absent or state=checked")
-        count = len(listing["snapshots"])
-        verified = sum(1 for s in listing["snapshots"] if s["verified"])
-        return {
-            "changed": False,
-            **listing,
-            "msg": f"{count} snapshots under {store.where(prefix)}, {verified} verified",
-        }
-    if not params["owner"]:
-        raise EtcdInputError("state=absent needs owner: whose snapshots may be deleted")
-    doomed = deletions(listing, params["keys"], prefix, params["owner"])
-    before = sorted({s["key"] for s in listing["snapshots"]} | set(listing["orphans"]))
-    after_keys = sorted(set(before) - set(doomed))
-    result: dict[str, Any] = {"changed": bool(doomed), "deleted": doomed}
-    if module._diff:
-        result["diff"] = {
-            "before": "\n".join(before) + "\n" if before else "",
-            "after": "\n".join(after_keys) + "\n" if after_keys else "",
-            "before_header": store.where(prefix),
-            "after_header": store.where(prefix),
-        }
-    if not doomed:
-        return {**result, **listing, "msg": "nothing to delete"}
-    if module.check_mode:
-        return {**result, **listing, "msg": f"would delete {len(doomed)} objects"}
-    for key in doomed:
-        store.remove(key)
-    return {
-        **result,
-        **store.snapshots(prefix, recursive),
-        "msg": f"deleted {len(doomed)} objects under {store.where(prefix)}",
-    }
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
@@ -303,7 +253,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        result = run(module)
+        result = snapshot_store_state(module.params, module.check_mode, module._diff)
     except EtcdModuleError as error:
         module.fail_json(**error.as_result())
     module.exit_json(**result)

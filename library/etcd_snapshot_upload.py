@@ -81,23 +81,28 @@ path:
   description: O(dest).
   returned: success
   type: str
+  sample: /snapshot/upload/snapshot.db
 size:
   description: Bytes of O(src).
   returned: success
   type: int
+  sample: 25485344
 sha256:
   description: The sha256 of O(src), as checked on both ends.
   returned: success
   type: str
+  sample: 3f1c0c7e2b6f0d5d5e7f0a4c9b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d
 msg:
   description: What was done.
   returned: always
   type: str
+  sample: uploaded 25485344 bytes to /snapshot/upload/snapshot.db
 reason:
   description: A short word for the failure (V(SnapshotCorrupt), V(UploadFailed),
     V(Refused), V(InvalidInput), V(KubernetesError)).
   returned: failed
   type: str
+  sample: UploadFailed
 """
 
 import re

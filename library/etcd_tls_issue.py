@@ -103,24 +103,55 @@ material:
       PEM). Holds C(ca) only when a new CA was created; its C(ca.crt) is its own certificate.
   returned: success
   type: dict
+  sample:
+    ca:
+      tls.crt: |
+        -----BEGIN CERTIFICATE-----
+        MIIBnDCCAUOgAwIBAgIUd1...
+        -----END CERTIFICATE-----
+      tls.key: |
+        -----BEGIN PRIVATE KEY-----
+        MIGHAgEAMBMGByqGSM49...
+        -----END PRIVATE KEY-----
+      ca.crt: |
+        -----BEGIN CERTIFICATE-----
+        MIIBnDCCAUOgAwIBAgIUd1...
+        -----END CERTIFICATE-----
+    client:
+      tls.crt: |
+        -----BEGIN CERTIFICATE-----
+        MIIBwzCCAWmgAwIBAgIUS3...
+        -----END CERTIFICATE-----
+      tls.key: |
+        -----BEGIN PRIVATE KEY-----
+        MIGHAgEAMBMGByqGSM49...
+        -----END PRIVATE KEY-----
+      ca.crt: |
+        -----BEGIN CERTIFICATE-----
+        MIIBnDCCAUOgAwIBAgIUd1...
+        -----END CERTIFICATE-----
 new_ca:
   description: Whether a new CA was created.
   returned: success
   type: bool
+  sample: true
 issued:
   description:
     - The keys of RV(material) in the order issued, C(ca) first when a new CA was created.
   returned: success
   type: list
   elements: str
+  sample: [ca, client]
 msg:
   description: What was issued.
   returned: always
   type: str
+  sample: issued ca, client
 reason:
   description: A short word for the failure (V(InvalidTLSInput)).
   returned: failed
   type: str
+  sample: InvalidTLSInput
 """
 
 from typing import Any

@@ -1,5 +1,6 @@
 """The actions of the etcd_maintenance module: each takes the client, the module params and
-check mode, and returns the module result (with a `diff` the module drops unless asked)."""
+check mode, and returns the module result (with a `diff` that `maintain`, the module's one
+call, drops unless asked)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from typing import Any
 
 from etcd_runbook.clients.etcd_client import EndpointClient, EtcdClient
-from etcd_runbook.clients.etcd_common import Alarm, describe
+from etcd_runbook.clients.etcd_common import Alarm, ConnectionParams, describe
 from etcd_runbook.clients.etcd_errors import (
     EtcdInputError,
     EtcdModuleError,
@@ -294,3 +295,24 @@ def downgrade(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]
 
 def _downgrade_text(state: dict[str, Any]) -> str:
     return f"downgrade enabled={state['enabled']} target={state['target_version']}\n"
+
+
+# ---- the module ------------------------------------------------------------------------
+
+ACTIONS = {
+    "defragment": defragment,
+    "compact": compact,
+    "move_leader": move_leader,
+    "disarm_alarms": disarm_alarms,
+    "downgrade": downgrade,
+}
+
+
+def maintain(params: Params, *, check_mode: bool, diff: bool) -> dict[str, Any]:
+    """The etcd_maintenance module's work: its `action` on the cluster of `endpoints`; the
+    result's `diff` only when asked for."""
+    with EtcdClient(ConnectionParams.from_module_params(params)) as client:
+        result = ACTIONS[params["action"]](client, params, check_mode)
+    if not diff:
+        result.pop("diff", None)
+    return result

@@ -26,6 +26,7 @@ from xml.etree import ElementTree
 from ansible.module_utils.basic import env_fallback
 
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
+from etcd_runbook.rules.etcd_s3_store import DEFAULT_REGION
 from etcd_runbook.rules.etcd_snapshot_catalog import (
     MANIFEST_MAX_BYTES,
     SnapshotCatalog,
@@ -35,7 +36,6 @@ from etcd_runbook.rules.etcd_snapshot_catalog import (
     rfc3339,
 )
 
-DEFAULT_REGION = "us-east-1"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 120.0
 

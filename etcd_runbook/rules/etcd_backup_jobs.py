@@ -38,6 +38,7 @@ from etcd_runbook.names import (
     LABEL_JOB,
     MANAGED_BY,
 )
+from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
 from etcd_runbook.rules.etcd_tls_secrets import secret_names
 
@@ -907,23 +908,11 @@ def report(
         "phase": phase,
         **_schedule_times(spec, status, cronjob, refusals, now),
     }
-    conditions = {
-        name: {"status": value[0], "reason": value[1], "message": value[2]}
-        for name, value in (
-            ("Available", available),
-            ("Progressing", progressing),
-            ("Degraded", degraded),
-        )
-    }
     return {
         "status": new_status,
-        "conditions": conditions,
+        "conditions": conditions(available, progressing, degraded),
         "events": _backup_events(spec, status, phase, progressing, degraded, available),
     }
-
-
-# A condition as (status, reason, message).
-Condition = tuple[str, str, str]
 
 
 def _own_jobs(backup: dict[str, Any], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:

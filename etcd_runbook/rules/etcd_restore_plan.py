@@ -38,6 +38,7 @@ from etcd_runbook.names import (
     LABEL_RESTORE,
     MANAGED_BY,
 )
+from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import (
     StoreSpecError,
     ca_mount,
@@ -961,10 +962,6 @@ def _upload(
     return None
 
 
-# A condition as (status, reason, message).
-Condition = tuple[str, str, str]
-
-
 def _report(
     restore: dict[str, Any],
     source: dict[str, Any],
@@ -986,17 +983,9 @@ def _report(
         available_c = ("True", "Restored", f"EtcdCluster {name} runs on the restored data")
     else:
         available_c = ("False", phase, f"EtcdCluster {name} is not restored yet")
-    conditions = {
-        kind: {"status": value[0], "reason": value[1], "message": value[2]}
-        for kind, value in (
-            ("Available", available_c),
-            ("Progressing", progressing),
-            ("Degraded", degraded),
-        )
-    }
     return {
         "status": _status_fields(restore, source, phase, job, cluster, seen_now),
-        "conditions": conditions,
+        "conditions": conditions(available_c, progressing, degraded),
         "events": _events(status, phase, progressing[2], degraded, available_c[2]),
     }
 

@@ -5,6 +5,7 @@ A role's README names every input of its entry points."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,82 @@ def test_the_internal_role_refuses_to_run_alone(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "does not run on its own" in done.stdout
+
+
+# What etcd_common publishes (README.md, "What it leaves for the runbook roles") is all another
+# role or a playbook may read of it; its `_etcd_common_*` names are its own.
+REPO = PLAYBOOKS.parent
+COMMON = REPO / "roles" / INTERNAL
+PRIVATE = re.compile(r"(?<![\w])_etcd_common_\w+")
+NAMED = re.compile(r"(?<![\w])etcd_common_\w+")
+PUBLISHED_ROW = re.compile(r"^\| `(etcd_common_\w+)` \|", re.MULTILINE)
+
+
+def _readers() -> list[Path]:
+    """Every file of the other roles, the playbooks and the molecule scenarios."""
+    roots = [r for r in ROLES if r.name != INTERNAL] + [PLAYBOOKS, REPO / "molecule"]
+    return sorted(p for root in roots for p in root.rglob("*") if p.is_file())
+
+
+def _published() -> set[str]:
+    text = (COMMON / "README.md").read_text()
+    return set(PUBLISHED_ROW.findall(text.split("## What it leaves for the runbook roles", 1)[1]))
+
+
+def _inputs() -> set[str]:
+    specs = _load(COMMON / "meta" / "argument_specs.yml")["argument_specs"]
+    return {name for spec in specs.values() for name in (spec.get("options") or {})}
+
+
+def _set_in_common() -> set[str]:
+    """Names etcd_common sets: set_fact keys of its tasks, and its vars/main.yml."""
+    names = set(_load(COMMON / "vars" / "main.yml") or {})
+    for tasks in (COMMON / "tasks").glob("*.yml"):
+        for task in _load(tasks) or []:
+            names |= set(task.get("ansible.builtin.set_fact") or {})
+    return names
+
+
+@pytest.mark.parametrize(
+    ("text", "private", "named"),
+    [
+        ('when: "{{ _etcd_common_plan.heal }}"', ["_etcd_common_plan"], []),
+        ("x: '{{ _etcd_common_info_error or 1 }}'", ["_etcd_common_info_error"], []),
+        ("owner: '{{ etcd_common_owner }}'", [], ["etcd_common_owner"]),
+        ("source: '{{ etcd_common_info | etcd_backup_source }}'", [], ["etcd_common_info"]),
+        ("name: etcd_common", [], []),
+        ("_etcd_cluster_etcd_common_plan: 1", [], []),
+    ],
+)
+def test_names_are_found_as_whole_words(text: str, private: list[str], named: list[str]) -> None:
+    assert PRIVATE.findall(text) == private
+    assert NAMED.findall(text) == named
+
+
+def test_no_other_role_or_playbook_names_a_private_etcd_common_name() -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {name}"
+        for path in _readers()
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        for name in PRIVATE.findall(line)
+    ]
+    assert not found, "read only what etcd_common publishes (its README):\n" + "\n".join(found)
+
+
+def test_other_roles_read_only_inputs_and_published_names_of_etcd_common() -> None:
+    allowed = _inputs() | _published()
+    found = sorted(
+        f"{path.relative_to(REPO)}: {name}"
+        for path in _readers()
+        if path.suffix in (".yml", ".yaml")
+        for name in set(NAMED.findall(path.read_text()))
+        if name not in allowed
+    )
+    assert not found, "neither an input nor a published output of etcd_common:\n" + "\n".join(found)
+
+
+def test_what_etcd_common_publishes_it_sets() -> None:
+    published = _published()
+    assert "etcd_common_plan" in published and "etcd_common_connection" in published
+    assert not published - _set_in_common(), "published in README.md but never set"
+    assert not published & _inputs(), "a name is both an input and an output"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_runbook.rules.etcd_plan import agreement, recorded_cluster_id
+from etcd_runbook.rules.cluster.observed import agreement, recorded_cluster_id
 
 
 def trusted_cluster_id(obj: Any, claims: Any, info: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.names import ANN_CLUSTER_ID
 from etcd_runbook.rules import etcd_plan as ep
 from etcd_runbook.rules.etcd_cluster_id import trusted_cluster_id
 from tests.filters import load_filter
@@ -24,7 +25,7 @@ def cluster(status_id: str = "") -> dict[str, Any]:
 
 
 def claim(n: int, cluster_id: str = "") -> dict[str, Any]:
-    annotations = {ep.ANN_CLUSTER_ID: cluster_id} if cluster_id else {}
+    annotations = {ANN_CLUSTER_ID: cluster_id} if cluster_id else {}
     return {"metadata": {"name": f"e-{n}-data", "annotations": annotations}}
 
 

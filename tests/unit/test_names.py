@@ -53,3 +53,16 @@ def test_no_python_outside_names_spells_a_label_or_annotation_of_the_group():
             if spelled.search(code):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_no_task_file_spells_a_label_or_annotation_of_the_group():
+    # Comments and argument-spec prose may name them; what a task writes or reads comes from
+    # the etcd_name, etcd_cluster_labels and etcd_cluster_selector filters.
+    spelled = re.compile(r"etcd\.runbook\.io/(?!v1alpha1)[a-z-]+")
+    found = []
+    for path in [*ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/vars/*.yml")]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if spelled.search(code):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

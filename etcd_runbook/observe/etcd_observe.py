@@ -34,7 +34,7 @@ from etcd_runbook.names import (
 )
 from etcd_runbook.operations.etcd_health import cluster_info
 from etcd_runbook.rules import etcd_pods as pod_rules
-from etcd_runbook.rules.etcd_plan import NODE_SILENCE
+from etcd_runbook.rules.cluster.nodes import NODE_SILENCE
 from etcd_runbook.rules.etcd_pods import seconds_between
 from etcd_runbook.rules.etcd_tls_secrets import client_material
 

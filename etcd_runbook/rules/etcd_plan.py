@@ -38,14 +38,12 @@ from collections.abc import Callable
 from typing import Any
 
 from etcd_runbook.rules.cluster import bootstrap, members, nodes, result, roll, upgrade
-from etcd_runbook.rules.cluster.nodes import NODE_SILENCE
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.report import report_of
 from etcd_runbook.rules.cluster.spec import normalize_spec, not_allowed, run_refusal
 from etcd_runbook.rules.cluster.tls import tls_client, tls_material, tls_seen
 
 __all__ = [
-    "NODE_SILENCE",
     "STEPS",
     "normalize_spec",
     "not_allowed",

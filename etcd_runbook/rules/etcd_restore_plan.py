@@ -335,7 +335,7 @@ def restore_tool(version: str) -> list[str]:
 
 
 def _fetch_from_s3(
-    store: dict[str, Any],
+    s3_store: dict[str, Any],
     env: list[dict[str, Any]],
     mounts: list[dict[str, Any]],
     volumes: list[dict[str, Any]],
@@ -344,17 +344,17 @@ def _fetch_from_s3(
     their Secret (never in a value of the Job), its CA."""
     env.extend(
         [
-            {"name": "ETCD_RESTORE_S3_ENDPOINT", "value": store["endpoint"]},
-            {"name": "ETCD_RESTORE_S3_BUCKET", "value": store["bucket"]},
-            {"name": "ETCD_RESTORE_S3_REGION", "value": store["region"]},
-            {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(store["path_style"]).lower()},
+            {"name": "ETCD_RESTORE_S3_ENDPOINT", "value": s3_store["endpoint"]},
+            {"name": "ETCD_RESTORE_S3_BUCKET", "value": s3_store["bucket"]},
+            {"name": "ETCD_RESTORE_S3_REGION", "value": s3_store["region"]},
+            {"name": "ETCD_RESTORE_S3_PATH_STYLE", "value": str(s3_store["path_style"]).lower()},
         ]
     )
-    env.extend(credentials_env(store["credentials_secret"]))
-    if store["ca_secret"]:
+    env.extend(credentials_env(s3_store["credentials_secret"]))
+    if s3_store["ca_secret"]:
         mounts.append(ca_mount(S3_CA_DIR))
         env.append({"name": "ETCD_RESTORE_CA_FILE", "value": f"{S3_CA_DIR}/ca.crt"})
-        volumes.append(ca_volume(store["ca_secret"]))
+        volumes.append(ca_volume(s3_store["ca_secret"]))
 
 
 def upload_wait(options: dict[str, Any]) -> int:

@@ -134,6 +134,7 @@ status:
       raft_index: 58
       raft_applied_index: 58
       raft_term: 2
+      revision: 41
       is_learner: false
       errors: []
   contains:
@@ -181,6 +182,12 @@ status:
       description: Raft term.
       type: int
       sample: 2
+    revision:
+      description: >-
+        The store's revision this member has applied, answered without a quorum (a
+        survivor's measure of what it holds).
+      type: int
+      sample: 41
     is_learner:
       description: Whether this member is a learner.
       type: bool

@@ -442,6 +442,7 @@ info:
       raft_index: 58
       raft_applied_index: 58
       raft_term: 2
+      revision: 41
       is_learner: false
       errors: []
     views:

@@ -216,6 +216,7 @@ class EndpointClient:
             raft_index=response.raftIndex,
             raft_applied_index=response.raftAppliedIndex,
             raft_term=response.raftTerm,
+            revision=response.header.revision,
             is_learner=response.isLearner,
             errors=errors,
         )

@@ -244,6 +244,9 @@ class EndpointStatus:
     raft_index: int | None = None
     raft_applied_index: int | None = None
     raft_term: int | None = None
+    # The store's revision as this member has applied it: answered without a quorum, so a
+    # survivor's word on how much it holds when the others are gone.
+    revision: int | None = None
     is_learner: bool | None = None
     errors: list[str] = field(default_factory=list)
 

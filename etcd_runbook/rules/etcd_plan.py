@@ -37,7 +37,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from etcd_runbook.rules.cluster import bootstrap, members, nodes, result, roll, upgrade
+from etcd_runbook.rules.cluster import (
+    bootstrap,
+    members,
+    nodes,
+    recovery,
+    result,
+    roll,
+    upgrade,
+)
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.report import report_of
 from etcd_runbook.rules.cluster.spec import normalize_spec, not_allowed, run_refusal
@@ -60,6 +68,7 @@ __all__ = [
 STEPS: tuple[Callable[[_Observed, Decided], Decided], ...] = (
     upgrade.plan_versions,  # the spec's, TLS Secrets' and version's refusals; the gate
     members.plan_lost_data,  # a member whose guard tripped: never healed, replaced
+    recovery.plan_majority_lost,  # no quorum, and a majority's data gone: said, not acted on
     nodes.plan_node_loss,  # members no node runs; those moved on their own volume
     roll.plan_standing,  # member Pods on the spec (renewed) and not yet (outdated)
     roll.plan_rolled,  # the members on their new Pod: halted, failing, settling

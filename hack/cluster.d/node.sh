@@ -91,7 +91,18 @@ state = "$c/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/cni/net.d"
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$c/certs.d"
 CFG
+	# Every image the test bed runs is imported, never pulled. An image it lacks (a test asks
+	# for one on purpose) is pulled from a loopback port nothing listens on, so it fails at
+	# once and no lookup or request ever leaves the machine.
+	mkdir -p "$c/certs.d/_default"
+	_write_if_changed "$c/certs.d/_default/hosts.toml" <<HOSTS
+server = "http://127.0.0.1:9"
+[host."http://127.0.0.1:9"]
+  capabilities = ["pull", "resolve"]
+HOSTS
 	# No ipMasq: pods have no way off the machine (see network.sh).
 	_write_if_changed "$NODE_DIR/cni/net.d/10-erop.conflist" <<CNI
 {

@@ -41,6 +41,7 @@ def test_healthy_cluster_then_one_member_killed(etcd_cluster_factory, version):
         assert entry["leader"] == r["leader"]["id"]
         assert entry["db_size"] >= entry["db_size_in_use"] > 0
         assert entry["raft_term"] >= 2 and entry["raft_index"] > 0
+        assert entry["revision"] >= 1
         assert entry["is_learner"] is False
 
     follower = next(m for m in ("m2", "m3") if m != c.leader_name())

@@ -9,6 +9,7 @@ from etcd_runbook.names import LABEL_CLUSTER, LABEL_VERSION
 from etcd_runbook.rules.cluster.common import _deleting, labels_of
 from etcd_runbook.rules.cluster.members import _fence
 from etcd_runbook.rules.cluster.observed import _Observed, pod_ready
+from etcd_runbook.rules.cluster.recovery import majority_lost_message
 
 # Seconds until a run that saw a Ready member Pod whose member etcd did not yet count healthy
 # looks again.
@@ -25,7 +26,7 @@ def _waiting_for_restore(o: _Observed) -> str:
     return ""
 
 
-def _available(o: _Observed) -> tuple[bool, str, str]:
+def _available(o: _Observed, p: dict[str, Any]) -> tuple[bool, str, str]:
     if o.known and o.quorum.get("ok"):
         q = o.quorum
         return (
@@ -38,13 +39,16 @@ def _available(o: _Observed) -> tuple[bool, str, str]:
         return False, "Creating", waiting
     if not o.known and not o.pods and not o.live_claims:
         return False, "Creating", "no member has been started yet"
+    if p["majority_lost"]:
+        return False, "MajorityDataLost", majority_lost_message(p["majority_lost"])
     if o.known:
         q = o.quorum
         return (
             False,
             "QuorumLost",
             f"{q.get('healthy_voters')} of {q.get('voters')} voting members healthy, "
-            f"{q.get('needed')} needed: etcd refuses writes and linearizable reads",
+            f"{q.get('needed')} needed: etcd refuses writes and linearizable reads; the "
+            "members down keep their data and are brought back",
         )
     return (
         False,
@@ -134,7 +138,7 @@ def _seen(
     """What the report is made of: the members, their versions, availability, whether the
     cluster is at its size and on its spec, alarms, and every refusal of the run."""
     members = _member_status(o)
-    available, a_reason, a_message = _available(o)
+    available, a_reason, a_message = _available(o, p)
     return {
         "refusals": p["refusals"] + [r for r in extra_refusals or [] if r not in p["refusals"]],
         "members": members,
@@ -163,7 +167,7 @@ def _phase_of(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> str:
     if r["a_reason"] == "Creating":
         return "Creating"
     if not r["available"]:
-        return "QuorumLost"
+        return "MajorityDataLost" if p["majority_lost"] else "QuorumLost"
     if not r["sized"]:
         return "Scaling"
     # A roll halted, or held by the allow-lists, is not under way: Degraded says why.
@@ -217,7 +221,7 @@ def _degraded(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> tuple[str, 
     if refusals:
         return refusals[0]["reason"], refusals[0]["message"]
     if not r["available"] and r["a_reason"] != "Creating":
-        return "QuorumLost", r["a_message"]
+        return r["a_reason"], r["a_message"]
     if trouble := _member_trouble(o, p):
         return trouble
     if alarms:
@@ -259,8 +263,8 @@ def _events(p: dict[str, Any], r: dict[str, Any]) -> list[dict[str, str]]:
     events = [
         {"type": "Warning", "reason": w["reason"], "message": w["message"]} for w in p["warnings"]
     ]
-    if not r["available"] and r["a_reason"] == "QuorumLost":
-        events.append({"type": "Warning", "reason": "QuorumLost", "message": r["a_message"]})
+    if not r["available"] and r["a_reason"] in ("QuorumLost", "MajorityDataLost"):
+        events.append({"type": "Warning", "reason": r["a_reason"], "message": r["a_message"]})
     for refusal in r["refusals"]:
         events.append(
             {"type": "Warning", "reason": refusal["reason"], "message": refusal["message"]}
@@ -308,6 +312,13 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
         status["clusterID"] = p["cluster_id"]
     if p["upgrade_snapshot"]:
         status["upgradeSnapshot"] = p["upgrade_snapshot"]
+    # Kept while it holds, and cleared (null) once a quorum is back, so a recovery reads the
+    # survivors of this loss, never those of an earlier one.
+    status["majorityDataLost"] = (
+        {k: v for k, v in p["majority_lost"].items() if k in ("lost", "survivors", "newest")}
+        if p["majority_lost"]
+        else None
+    )
     return status
 
 

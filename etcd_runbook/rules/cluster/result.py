@@ -102,6 +102,7 @@ def _members(o: _Observed, d: Decided) -> dict[str, Any]:
         "roll_first": bool(d["roll"]) and not d["renewed"],
         **{k: d[k] for k in ("outdated", "halted", "settling", "settle_marks", "transferee")},
         "lost_data": d["lost_data"],
+        "majority_lost": d["majority_lost"],
         "unschedulable": dict(sorted(d["stuck"].items())),
         "node_lost": d["node_lost"],
     }

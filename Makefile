@@ -10,12 +10,12 @@ SHELL_SCRIPTS := $(shell grep -rlE '^\#!/usr/bin/env bash' hack | sort)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-nodes test-molecule demo bench lock clean
+.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-nodes test-molecule chaos demo bench lock clean
 
 help:
 	@echo "make demo   - local Kubernetes + operator + a sample EtcdCluster becoming Available"
 	@echo "make test   - lint and every test suite (unit, real etcd, local Kubernetes, e2e)"
-	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | test-nodes | bench"
+	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | test-nodes | chaos | bench"
 
 $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
@@ -35,6 +35,7 @@ lint: venv
 	lint-imports --no-cache
 	ansible-lint --profile production -q
 	shellcheck -x $(SHELL_SCRIPTS)
+	test -z "$$(gofmt -l hack/lincheck)" && cd hack/lincheck && GOTOOLCHAIN=local go vet ./...
 
 test-unit: venv
 	$(PYTEST) -q tests/unit
@@ -43,7 +44,13 @@ test-unit: venv
 # tests/etcd_cluster.py). ETCD_WORKERS=1: one by one.
 ETCD_WORKERS ?= 2
 test-etcd: venv
-	$(PYTEST) -q -n $(ETCD_WORKERS) --dist worksteal -m etcd tests/modules
+	$(PYTEST) -q -n $(ETCD_WORKERS) --dist worksteal -m etcd tests/modules tests/chaos
+
+# Seeded chaos runs of their own length (make test-etcd runs them for 20 s each); every run
+# prints its CHAOS_SEED, which replays it: make chaos CHAOS_SEED=... CHAOS_SECONDS=...
+CHAOS_SECONDS ?= 300
+chaos: venv
+	CHAOS_SECONDS=$(CHAOS_SECONDS) $(PYTEST) -q -s tests/chaos
 
 test-cluster: venv
 	$(PYTEST) -q -m cluster tests/cluster tests/operator

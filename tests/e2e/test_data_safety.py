@@ -147,15 +147,31 @@ def _volume_dir(k8s: K8sCluster, ns: str, claim: str) -> Path:
     return Path(get(k8s, "default", "pv", pv)["spec"]["local"]["path"])
 
 
-@pytest.mark.parametrize("old_record", [False, True], ids=["guarded", "old-record"])
+def _corrupt_wal(data: Path, needle: bytes) -> None:
+    """Flip one byte of `needle` where the member's write-ahead log holds it: inside an
+    entry's payload, so the record's CRC no longer matches (etcd: "walpb: crc mismatch")."""
+    for wal in sorted(data.glob("**/member/wal/*.wal")):
+        raw = bytearray(wal.read_bytes())
+        at = raw.find(needle)
+        if at >= 0:
+            raw[at] ^= 0xFF
+            wal.write_bytes(bytes(raw))
+            return
+    raise AssertionError(f"{needle!r} is in no WAL file under {data}")
+
+
+@pytest.mark.parametrize("damage", ["guarded", "old-record", "corrupt"])
 def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, old_record: bool
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator, damage: str
 ) -> None:
-    """The seed's volume emptied while its Pod is gone. Guarded, etcd refuses to start on the
-    empty data dir. With the record an earlier version left (`new`, only itself), the seed
-    bootstraps a one-member cluster under its old member ID and cluster ID: a fork, which is
-    fenced (it leads a cluster of its own) or panics on the real leader's heartbeat (its raft
-    log is gone). Either way the member is replaced and nothing else is touched."""
+    """The seed's data damaged while its Pod is gone. Emptied and guarded, etcd refuses to
+    start on the empty data dir. Emptied with the record an earlier version left (`new`, only
+    itself), the seed bootstraps a one-member cluster under its old member ID and cluster ID:
+    a fork, which is fenced (it leads a cluster of its own) or panics on the real leader's
+    heartbeat (its raft log is gone). With one byte of its write-ahead log flipped, etcd stops
+    on the CRC. Each way the member is replaced, with etcd's own words, and nothing else is
+    touched."""
+    old_record = damage == "old-record"
     k8s, ns, name = k8s_cluster, k8s_namespace, "wiped"
     apply(k8s, ns, etcd_cluster(name))
     obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
@@ -175,8 +191,11 @@ def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
     wait_condition(k8s, ns, name, "Progressing", "Paused")
     k8s.kubectl("-n", ns, "delete", "pod", victim, "--timeout=120s")
     data = _volume_dir(k8s, ns, f"{victim}-data")
-    for entry in data.iterdir():
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if damage == "corrupt":
+        _corrupt_wal(data, b"wiped/key")
+    else:
+        for entry in data.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if old_record:
         k8s.kubectl(
             "-n",
@@ -235,10 +254,13 @@ def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
     assert got.strip() == "kept", "the new member has the data, from the others"
     removed = [e["message"] for e in events(k8s, ns, "MemberRemoved")]
     fenced = [e["message"] for e in events(k8s, ns, "MemberFenced")]
+    words = {"guarded": "cannot fetch cluster info", "corrupt": "crc mismatch"}
     if old_record:
         assert any(victim in m for m in removed + fenced), (removed, fenced)
     else:
-        assert any(victim in m and "no member data" in m for m in removed), removed
+        assert any(victim in m and "etcd says: " in m and words[damage] in m for m in removed), (
+            removed
+        )
 
 
 def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(

@@ -30,8 +30,52 @@ from etcd_runbook.rules.cluster.common import (
     url_key,
 )
 from etcd_runbook.rules.cluster.nodes import node_loss_due
-from etcd_runbook.rules.cluster.observed import Decided, _Observed, _phase, data_lost, pod_ready
-from etcd_runbook.rules.etcd_pods import container_trouble, unschedulable
+from etcd_runbook.rules.cluster.observed import (
+    Decided,
+    _Observed,
+    _phase,
+    data_fault,
+    data_lost,
+    pod_ready,
+)
+from etcd_runbook.rules.etcd_pods import container_trouble, seconds_between, unschedulable
+
+# How long a learner whose etcd runs may take to catch up with the leader and be promoted. A
+# learner receives the leader's snapshot and then the log since; on this test bed that takes
+# seconds, and a database of several GiB over a slow link minutes. One still a learner after
+# this is replaced by a fresh one: the same member would only keep failing the same way.
+LEARNER_CATCH_UP = 600
+
+
+def learner_age(o: _Observed, name: str) -> float | None:
+    """Seconds since a learner's claim was made (it is made just before `member add`)."""
+    claim = o.live_claims.get(name) or {}
+    return seconds_between(
+        str((claim.get("metadata") or {}).get("creationTimestamp") or ""), o.observed_at
+    )
+
+
+def _learners_behind(o: _Observed, d: Decided) -> list[dict[str, str]]:
+    """Learners still not voting LEARNER_CATCH_UP s after they were added, though their etcd
+    runs: not one whose Pod cannot run (the spec or a node is at fault, said apart)."""
+    out = []
+    for m in o.members:
+        n = m["name"]
+        pod = o.pods.get(n)
+        if not m.get("is_learner") or not n or pod is None or _deleting(pod):
+            continue
+        if n in d["stuck"] or unschedulable(pod) or container_trouble(pod):
+            continue
+        age = learner_age(o, n)
+        if age is not None and age >= LEARNER_CATCH_UP:
+            out.append(
+                {
+                    "name": n,
+                    "reason": f"a learner for {int(age)} s that has not caught up with the "
+                    f"leader (bound {LEARNER_CATCH_UP} s)",
+                }
+            )
+    return out
 
 
 def _free_names(cluster: str, used: set[str]) -> list[str]:
@@ -313,8 +357,8 @@ def plan_replace(o: _Observed, d: Decided) -> Decided:
     replace = [
         {
             "name": n,
-            "reason": "its data dir holds no member data, though its claim records member "
-            f"{annotations_of(o.live_claims[n]).get(ANN_MEMBER_ID)}",
+            "reason": f"member {annotations_of(o.live_claims[n]).get(ANN_MEMBER_ID)} cannot "
+            f"start on its data; etcd says: {data_fault(o.pods[n])}",
         }
         for n in d["lost_data"]
         if n in o.by_name
@@ -323,9 +367,12 @@ def plan_replace(o: _Observed, d: Decided) -> Decided:
         for f in d["fence"]
         if f["name"] in o.by_name
     ]
+    # One at a time, and only when nothing else is replaced: a learner left behind, or a
+    # member lost with its node past its timeout.
+    behind = _learners_behind(o, d)
     due = node_loss_due(o, d["node_lost"])
-    if due and not replace:
-        replace.append(due[0])
+    if (behind or due) and not replace:
+        replace.append((behind or due)[0])
     return {"replace": replace}
 
 

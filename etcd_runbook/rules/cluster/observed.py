@@ -4,6 +4,7 @@ ID, a member whose data is gone."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -44,6 +45,15 @@ DATA_LOST_SIGNS = (
     "cannot fetch cluster info from peer urls",
     "was the raft log corrupted, truncated, or lost",
 )
+# What etcd says when a member's data is there but broken: its write-ahead log fails its CRC
+# (wal: and walpb:), the member list its data holds is not the cluster's, its database file is
+# not one. Such a member crash-loops for ever; like one whose data is gone, it is replaced
+# while quorum holds, never restarted under its old identity.
+DATA_BROKEN_SIGNS = (
+    "crc mismatch",
+    "member count is unequal",
+    "invalid database",
+)
 
 
 def termination_message(pod: dict[str, Any]) -> str:
@@ -60,12 +70,33 @@ def termination_message(pod: dict[str, Any]) -> str:
     return ""
 
 
+def data_fault(pod: dict[str, Any]) -> str:
+    """etcd's own words for why a member's data cannot be used, as its last log lines say
+    them (the line naming the fault, cut to 300 characters); '' when they say no such thing."""
+    for line in reversed(termination_message(pod).splitlines()):
+        lowered = line.lower()
+        if any(sign in lowered for sign in (*DATA_LOST_SIGNS, *DATA_BROKEN_SIGNS)):
+            return _log_words(line.strip())[:300]
+    return ""
+
+
+def _log_words(line: str) -> str:
+    """A JSON log line (etcd 3.5 and later) as its message and error; other lines as they are."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(entry, dict) or not entry.get("msg"):
+        return line
+    return ": ".join(str(entry[k]) for k in ("msg", "error") if entry.get(k))
+
+
 def data_lost(pod: dict[str, Any], claim: dict[str, Any] | None) -> bool:
-    """The guard tripped: a joined member's etcd refused to start on an empty data dir."""
+    """A joined member's etcd refuses to start on its data: the guard tripped on an empty data
+    dir, or the data is broken (DATA_BROKEN_SIGNS)."""
     if claim is None or not annotations_of(claim).get(ANN_MEMBER_ID):
         return False
-    message = termination_message(pod).lower()
-    return any(sign in message for sign in DATA_LOST_SIGNS)
+    return bool(data_fault(pod))
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:

@@ -7,8 +7,8 @@ from typing import Any
 
 from etcd_runbook.names import LABEL_CLUSTER, LABEL_VERSION
 from etcd_runbook.rules.cluster.common import _deleting, labels_of
-from etcd_runbook.rules.cluster.members import _fence
-from etcd_runbook.rules.cluster.observed import _Observed, pod_ready
+from etcd_runbook.rules.cluster.members import LEARNER_CATCH_UP, _fence, learner_age
+from etcd_runbook.rules.cluster.observed import _Observed, data_fault, pod_ready
 from etcd_runbook.rules.cluster.recovery import majority_lost_message
 
 # Seconds until a run that saw a Ready member Pod whose member etcd did not yet count healthy
@@ -96,6 +96,11 @@ def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float
     waits.extend(
         max(1.0, needed - seconds + 1) for seconds in p["settling"].values() if seconds is not None
     )
+    # A learner coming due for replacement (members.LEARNER_CATCH_UP) is looked at then.
+    for m in o.members:
+        age = learner_age(o, m["name"]) if m.get("is_learner") and m["name"] else None
+        if age is not None and age < LEARNER_CATCH_UP:
+            waits.append(max(1.0, LEARNER_CATCH_UP - age + 1))
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
         if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:
@@ -207,8 +212,8 @@ def _member_trouble(o: _Observed, p: dict[str, Any]) -> tuple[str, str] | None:
     if p["lost_data"]:
         return (
             "MemberDataLost",
-            f"{', '.join(p['lost_data'])}: the data dir holds no member data; replaced while "
-            "quorum holds, never restarted under its old identity",
+            "; ".join(f"{n}: etcd says: {data_fault(o.pods[n])}" for n in p["lost_data"])
+            + ": replaced while quorum holds, never restarted under its old identity",
         )
     if p["node_lost"]:
         return "NodeLost", _node_lost_message(o, p)

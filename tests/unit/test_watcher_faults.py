@@ -28,9 +28,7 @@ def tasks() -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize(
-    "point", sorted(POINTS.values(), key=lambda p: p.name), ids=lambda p: p.name
-)
+@pytest.mark.parametrize("point", [POINTS[n] for n in sorted(POINTS)], ids=sorted(POINTS))
 def test_each_point_names_one_task_of_the_runbooks(point):
     named = [t for t in tasks() if str(t.get("name", "")).startswith(point.task)]
     assert len(named) == 1, (point.name, [t.get("name") for t in named])

@@ -71,7 +71,8 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
         armed = os.environ.get("ERO_FAULT_POINTS")
         if not armed:
             return
-        name = str(task.get_name() if hasattr(task, "get_name") else task)
+        # The task's own name: get_name() puts "<role> : " before it in a role.
+        name = str(getattr(task, "name", "") or "")
         for point in json.loads(armed):
             if point["when"] == when and name.startswith(point["task"]):
                 with open(os.environ["ERO_FAULT_FIRED"], "w", encoding="utf-8") as fired:

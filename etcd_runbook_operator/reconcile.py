@@ -4,11 +4,13 @@ run, then status and Events from what the run reported (docs/operator.md has the
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from . import conditions
+from . import conditions, faults
 from .config import Target, Watch
 from .events import EventRecorder
 from .extravars import build_extravars
@@ -17,6 +19,7 @@ from .inflight import InFlight, run_name
 from .informer import ObjKey, obj_key
 from .kube import ApiException, Kube, Resource
 from .metrics import Metrics
+from .proctree import kill_descendants
 from .progress import RunProgress
 from .runner import PlaybookRunner, RunResult
 from .status import now_rfc3339, update_finalizers, update_status
@@ -46,6 +49,16 @@ def requeue_after(stats: Any) -> float | None:
     if seconds != seconds or seconds <= 0:  # NaN, or nothing to wait for
         return None
     return min(max(seconds, REQUEUE_MIN), REQUEUE_MAX)
+
+
+def _killed_and_restarted() -> NoReturn:
+    """What a SIGKILL and the container's restart do, at once: every process this one started
+    is killed, nothing more is written, and a fresh start of the operator replaces this one
+    (exec: same command line, in-memory state gone, the state directory kept) without the
+    kubelet's back-off between restarts, which several points in one test would wait out."""
+    kill_descendants()
+    logging.shutdown()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 class Reconciler:
@@ -221,6 +234,9 @@ class Reconciler:
             target.playbook or target.role,
         )
         progress = self._progress(obj, generation)
+        uid = str(meta.get("uid") or "")
+        ledger = faults.Ledger(self.runner.artifacts_dir / ".fault-points")
+        armed = faults.armed(obj, self.watch.group, ledger.fired(uid)) if faults.enabled() else []
         try:
             result = self.runner.run(
                 target,
@@ -230,9 +246,20 @@ class Reconciler:
                 self.runner_timeout,
                 name=run_name(obj_key(obj)),
                 on_stats=progress,
+                faults=armed,
             )
         finally:
             sent = progress.close()
+        if result.fault:
+            ledger.record(uid, result.fault)
+            log.warning(
+                "%s %s/%s: fault point %s fired; the operator is killed and starts again",
+                kind,
+                meta.get("namespace"),
+                meta["name"],
+                result.fault,
+            )
+            _killed_and_restarted()
         self.metrics.playbook_duration.labels(kind, result.status).observe(result.duration)
         log.info(
             "%s %s/%s: %s in %.1fs (artifacts %s)",

@@ -38,6 +38,7 @@ from ansible_runner.config.runner import RunnerConfig
 
 from .ansible_callbacks.ero_task_boundary import STOPPED_RC
 from .config import Target
+from .faults import FAULT_RC, FaultPoint, run_env
 from .forkserver import ForkServer
 from .proctree import kill_descendants
 
@@ -58,6 +59,8 @@ class RunResult:
     failed_msg: str | None = None
     # The failed module's own word for why (NameTaken, Forbidden, S3AuthFailed ...), if any.
     failed_reason: str | None = None
+    # The fault point the run ended at (faults.py), if one fired.
+    fault: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -257,6 +260,7 @@ class PlaybookRunner:
         timeout: float,
         name: str = "",
         on_stats: Callable[[dict[str, Any]], None] | None = None,
+        faults: list[FaultPoint] | None = None,
     ) -> RunResult:
         ident = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         ident += f"-{next(self._ids)}"
@@ -285,7 +289,10 @@ class PlaybookRunner:
                 project_dir=str(self.project_dir),
                 playbook=str(playbook),
                 extravars=extravars,
-                envvars=self._envvars(active.stop_file, pdd / "tmp"),
+                envvars={
+                    **self._envvars(active.stop_file, pdd / "tmp"),
+                    **run_env(faults or [], pdd / "fault-fired"),
+                },
                 quiet=True,
                 timeout=int(timeout + self.hard_kill_after),
                 cancel_callback=active.hard_cancel.is_set,
@@ -301,12 +308,16 @@ class PlaybookRunner:
         finally:
             soft.cancel()
             stopped = active.stop_file.exists()
+            fired = pdd / "fault-fired"
+            fault = fired.read_text() if fired.exists() else None
             with self._lock:
                 self._active.pop(run_id, None)
             shutil.rmtree(pdd, ignore_errors=True)
         duration = time.monotonic() - started
         if rc == STOPPED_RC and stopped:
             status = "stopped"
+        if rc != FAULT_RC:
+            fault = None
         artifact_dir = artifact_parent / ident
         scrub_artifacts(artifact_dir)
         rotate_artifacts(artifact_parent, keep)
@@ -319,6 +330,7 @@ class PlaybookRunner:
             failed_task=collector.failed_task,
             failed_msg=collector.failed_msg,
             failed_reason=collector.failed_reason,
+            fault=fault,
         )
 
 

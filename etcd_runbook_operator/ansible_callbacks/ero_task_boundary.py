@@ -7,6 +7,10 @@ grace period, soft timeout, lost leadership, a lost member to handle first). Ans
 the linear strategy every worker of the previous task has returned by then, so exiting here never
 cuts a module in half.
 
+A test may also arm fault points ($ERO_FAULT_POINTS, etcd_runbook_operator/faults.py): at the
+one it names, before a task starts or after it ended ok, the run exits with FAULT_RC, having
+written the point's name to $ERO_FAULT_FIRED, and the watcher then ends its own process.
+
 A wait (an `until` loop) is one task and can last minutes. A task tagged `interruptible` declares
 that its attempts only read, so between two attempts (`v2_runner_retry`) the run may also stop:
 the worker, which is sleeping or reading, is ended first.
@@ -14,6 +18,7 @@ the worker, which is sleeping or reading, is ended first.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -33,6 +38,8 @@ DOCUMENTATION = """
 
 # Exit status the watcher recognises as "stopped at a task boundary".
 STOPPED_RC = 75
+# ... and as "a fault point fired" (etcd_runbook_operator/faults.py).
+FAULT_RC = 76
 INTERRUPTIBLE_TAG = "interruptible"
 
 
@@ -58,6 +65,27 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
         if self._stop_requested():
             self._exit(f"before task {task}")
 
+    @staticmethod
+    def _fault(when: str, task: Any) -> None:
+        """Exit at an armed fault point: `when` is before or after `task`."""
+        armed = os.environ.get("ERO_FAULT_POINTS")
+        if not armed:
+            return
+        # The task's own name: get_name() puts "<role> : " before it in a role.
+        name = str(getattr(task, "name", "") or "")
+        for point in json.loads(armed):
+            if point["when"] == when and name.startswith(point["task"]):
+                with open(os.environ["ERO_FAULT_FIRED"], "w", encoding="utf-8") as fired:
+                    fired.write(point["name"])
+                sys.stdout.write(
+                    f"\nero_task_boundary: fault point {point['name']} ({when} {name})\n"
+                )
+                sys.stdout.flush()
+                os._exit(FAULT_RC)
+
+    def v2_runner_on_ok(self, result: Any) -> None:
+        self._fault("after", getattr(result, "_task", ""))
+
     def v2_runner_retry(self, result: Any) -> None:
         task = getattr(result, "_task", None)
         if INTERRUPTIBLE_TAG not in (getattr(task, "tags", None) or []):
@@ -68,6 +96,7 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]  # ansible-core ships 
             self._exit(f"between the attempts of {task}")
 
     def v2_playbook_on_task_start(self, task: object, is_conditional: bool) -> None:
+        self._fault("before", task)
         self._maybe_stop(task)
 
     def v2_playbook_on_handler_task_start(self, task: object) -> None:

@@ -19,6 +19,7 @@ from tests.e2e.helpers import Operator
 from tests.e2e.operator_incluster import (
     ALLOW_LISTS,
     DEPLOYMENT,
+    FAULT_POINTS,
     NAMESPACE,
     InClusterOperator,
     deploy,
@@ -55,7 +56,7 @@ def operator_deployment(k8s_cluster: K8sCluster, operator_api: None) -> Iterator
     process of the run that uses it ends, so nothing keeps acting on the machine (make demo
     scales it up again)."""
     with exclusive("operator-deploy") as lock:
-        key = deploy(k8s_cluster, env=ALLOW_LISTS)
+        key = deploy(k8s_cluster, env={**ALLOW_LISTS, **FAULT_POINTS})
         users = _users(lock)
         (users / str(os.getpid())).touch()
     try:

@@ -30,6 +30,9 @@ ALLOW_LISTS = {
     "ETCD_RUNBOOK_ALLOWED_REPOSITORIES": "gcr.io/etcd-development/etcd",
     "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES": "etcd-e2e-allowed",
 }
+# The tests' operator honours fault points an object arms (etcd_runbook_operator/faults.py);
+# the manifests users apply never set it.
+FAULT_POINTS = {"ETCD_RUNBOOK_FAULT_POINTS": "enabled"}
 
 
 def deploy(k8s: K8sCluster, root: Path = REPO, env: dict[str, str] | None = None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from etcd_runbook_operator import config as config_module
+from etcd_runbook_operator import faults, reconcile
 from etcd_runbook_operator.config import Dependent, Finalizer, Target, Watch
 from etcd_runbook_operator.controller import Controller
 from etcd_runbook_operator.events import EventRecorder
@@ -780,3 +781,45 @@ def test_a_silent_or_deleted_node_preempts_its_owners_run_in_flight(tmp_path):
     ctl.reconcile(KEY)
     assert runner.stop_requests == ["ns/w1", "ns/w1"]
     assert len(runner.runs) == 3
+
+
+def test_a_fault_point_is_armed_by_annotation_once_and_kills_before_any_status(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(faults.ENABLE_ENV, "enabled")
+    fired = RunResult(
+        status="failed",
+        rc=faults.FAULT_RC,
+        duration=0.01,
+        artifact_dir=tmp_path,
+        fault="after-member-add",
+    )
+    kube, runner, ctl, _ = make(tmp_path, results=[fired])
+    kube.objects[PATH]["metadata"]["annotations"] = {
+        "test.runbook.io/fault-points": "after-member-add,not-a-point"
+    }
+    killed = []
+
+    def restart() -> None:
+        killed.append(dict(status(kube)))
+        raise SystemExit(137)
+
+    monkeypatch.setattr(reconcile, "_killed_and_restarted", restart)
+    with pytest.raises(SystemExit):
+        ctl.reconcile(KEY)
+    assert [p.name for p in runner.runs[0]["faults"]] == ["after-member-add"]
+    # Killed before the run's outcome was written: no generation is marked observed.
+    assert len(killed) == 1 and "observedGeneration" not in killed[0], killed
+    # Once per object: the next run arms nothing.
+    ctl.reconcile(KEY)
+    assert runner.runs[1]["faults"] == []
+
+
+def test_fault_points_are_ignored_unless_the_operator_enables_them(tmp_path, monkeypatch):
+    monkeypatch.delenv(faults.ENABLE_ENV, raising=False)
+    kube, runner, ctl, _ = make(tmp_path)
+    kube.objects[PATH]["metadata"]["annotations"] = {
+        "test.runbook.io/fault-points": "after-member-add"
+    }
+    ctl.reconcile(KEY)
+    assert runner.runs[0]["faults"] == []

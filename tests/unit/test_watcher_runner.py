@@ -14,6 +14,7 @@ import pytest
 
 from etcd_runbook_operator.config import Target, Watch
 from etcd_runbook_operator.extravars import build_extravars
+from etcd_runbook_operator.faults import FAULT_RC, FaultPoint
 from etcd_runbook_operator.runner import PlaybookRunner, _failure_reason, rotate_artifacts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -343,3 +344,34 @@ def test_a_failing_on_stats_never_fails_the_run(tmp_path):
 
     _, res = run(tmp_path, "progress.yml", on_stats=broken)
     assert res.ok and len(res.stats["operator_events"]) == 4
+
+
+@pytest.mark.parametrize(
+    "when, task, fired, left",
+    [
+        # After the first step ended ok: nothing after it ran.
+        ("after", "Step | First of", "p", {"first"}),
+        # Before the third started: the second ran, the third did not.
+        ("before", "Step | Third of", "p", {"first", "second"}),
+        # A skipped step did not end ok: no point fires after it, the run goes on.
+        ("after", "Step | Skipped of", None, {"first", "second", "third"}),
+        # A point of no task in the run never fires.
+        ("after", "Step | Fourth of", None, {"first", "second", "third"}),
+    ],
+)
+def test_a_fault_point_ends_the_run_exactly_at_its_task_boundary(tmp_path, when, task, fired, left):
+    markers = tmp_path / "m"
+    markers.mkdir()
+    runner = make_runner(tmp_path)
+    watch = widget_watch("faults.yml", marker_dir=str(markers))
+    result = runner.run(
+        watch.target,
+        build_extravars(watch, {"metadata": {"name": "w"}}, watch.target),
+        tmp_path / "artifacts" / "w",
+        2,
+        60,
+        faults=[FaultPoint("p", when, task, "a test's point")],
+    )
+    assert result.fault == fired
+    assert (result.rc == FAULT_RC) == bool(fired) and result.ok != bool(fired)
+    assert {p.name for p in markers.iterdir()} == left

@@ -142,8 +142,11 @@ class FakeRunner:
         timeout: float,
         name: str = "",
         on_stats: Any = None,
+        faults: Any = None,
     ) -> RunResult:
-        self.runs.append({"target": target, "extravars": extravars, "name": name})
+        self.runs.append(
+            {"target": target, "extravars": extravars, "name": name, "faults": faults or []}
+        )
         if self.during_run:
             self.during_run()
         for told in self.told:

@@ -44,7 +44,10 @@ test-unit: venv
 # tests/etcd_cluster.py). ETCD_WORKERS=1: one by one.
 ETCD_WORKERS ?= 2
 test-etcd: venv
-	$(PYTEST) -q -n $(ETCD_WORKERS) --dist worksteal -m etcd tests/modules tests/chaos
+	$(PYTEST) -q -n $(ETCD_WORKERS) --dist worksteal -m etcd tests/modules
+	@# Alone: its clients and faults take both cores, and beside it a module test's memory
+	@# bound (a snapshot streamed in bounded memory) failed: 186 MiB of growth, 79 alone.
+	$(PYTEST) -q -m etcd tests/chaos
 
 # Seeded chaos runs of their own length (make test-etcd runs them for 20 s each); every run
 # prints its CHAOS_SEED, which replays it: make chaos CHAOS_SEED=... CHAOS_SECONDS=...

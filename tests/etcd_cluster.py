@@ -483,7 +483,7 @@ class EtcdCluster:
         return list(out)
 
     def leader_name(self) -> str:
-        leader = {s["Status"]["leader"] for s in self.endpoint_status()}
+        leader = {s["Status"].get("leader", 0) for s in self.endpoint_status()}
         if len(leader) != 1 or 0 in leader:
             raise EtcdClusterError(f"no agreed leader: {leader}")
         leader_id = f"{leader.pop():x}"
@@ -502,7 +502,8 @@ class EtcdCluster:
 
     def _healthy(self) -> None:
         statuses = self.endpoint_status()
-        leaders = {s["Status"]["leader"] for s in statuses}
+        # etcdctl's JSON leaves out a leader of 0, as during an election.
+        leaders = {s["Status"].get("leader", 0) for s in statuses}
         ids = {s["Status"]["header"]["member_id"] for s in statuses}
         if len(leaders) != 1 or 0 in leaders or not leaders <= ids:
             raise EtcdClusterError(f"leader not agreed among running members: {leaders}")

@@ -72,14 +72,6 @@ class History:
         )
         return value
 
-    def acknowledged(self) -> dict[str, list[str]]:
-        """The values each key's acknowledged puts wrote, in the order they returned."""
-        out: dict[str, list[str]] = {}
-        for op in sorted(self.ops, key=lambda o: o.get("return") or 0):
-            if op["op"] == "put" and "return" in op:
-                out.setdefault(op["key"], []).append(op["value"])
-        return out
-
 
 def lincheck_binary() -> Path:
     """The checker, built through the Go module proxy the first time (hack/lincheck-bin)."""

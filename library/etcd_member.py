@@ -20,7 +20,8 @@ description:
   - Refuses, without changing anything, a second learner (etcd allows one), any change while
     the cluster has no quorum, and unless O(force=true) removing a voting member from a
     cluster of two voting members or when the remaining healthy voting members would fall
-    below the quorum of the smaller cluster.
+    below the quorum of the smaller cluster. The refusals for too few healthy members stand
+    only after O(quorum_wait) seconds of looking again.
   - An absent member with O(state=absent) is not an error - nothing changes and RV(msg) says
     that no such member exists.
   - O(learner=true) never demotes an existing voting member; that case reports no change and
@@ -70,6 +71,14 @@ options:
         caught up with the leader yet.
     type: float
     default: 120.0
+  quorum_wait:
+    description:
+      - Seconds to look again, once a second, when a change is refused because too few voting
+        members answer healthy (no quorum, or too few left healthy after a removal). A member
+        under load misses a health check now and then; the refusal stands if the quorum is
+        still missing when this runs out. V(0) refuses on the first look.
+    type: float
+    default: 30.0
 attributes:
   check_mode:
     support: full
@@ -228,6 +237,7 @@ def argument_spec() -> dict[str, Any]:
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
         "force": {"type": "bool", "default": False},
         "promote_timeout": {"type": "float", "default": 120.0},
+        "quorum_wait": {"type": "float", "default": 30.0},
         **connection_argument_spec(),
     }
 

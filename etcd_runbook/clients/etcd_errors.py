@@ -43,6 +43,11 @@ class EtcdRefusedError(EtcdModuleError):
     reason = "Refused"
 
 
+class EtcdQuorumRefusedError(EtcdRefusedError):
+    """Refused because too few voting members answer healthy on this look: unlike the other
+    refusals, a later look may allow the change."""
+
+
 class EtcdUnreachableError(EtcdModuleError):
     """The endpoint could not be talked to at all (connection, DNS, TLS handshake)."""
 

@@ -10,7 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from etcd_runbook.clients.etcd_common import Member, describe, normalize_url
-from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdRefusedError
+from etcd_runbook.clients.etcd_errors import (
+    EtcdInputError,
+    EtcdQuorumRefusedError,
+    EtcdRefusedError,
+)
 from etcd_runbook.operations.etcd_health import ClusterHealth, quorum_of
 
 # Placeholder ID of a member that check mode predicts etcd would add.
@@ -60,7 +64,7 @@ def find_member(members: Sequence[Member], name: str, peer_urls: Sequence[str]) 
 def _require_quorum(health: ClusterHealth, action: str) -> None:
     quorum = health.quorum()
     if not quorum["ok"]:
-        raise EtcdRefusedError(
+        raise EtcdQuorumRefusedError(
             f"refusing to {action}: the cluster has no quorum ({quorum['healthy_voters']} of "
             f"{quorum['voters']} voting members healthy, {quorum['needed']} needed); "
             "membership changes need a healthy quorum"
@@ -177,7 +181,7 @@ def _refuse_unsafe_removal(health: ClusterHealth, member: Member) -> None:
     needed = quorum_of(len(remaining))
     if len(healthy) < needed:
         unhealthy = [describe(v) for v in remaining if not health.is_healthy(v.id)]
-        raise EtcdRefusedError(
+        raise EtcdQuorumRefusedError(
             f"refusing to remove {describe(member)}: afterwards only {len(healthy)} of the "
             f"{len(remaining)} remaining voting members would be healthy, below the quorum of "
             f"{needed} (unhealthy: {', '.join(unhealthy)}); remove or repair the failed "

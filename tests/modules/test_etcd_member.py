@@ -179,9 +179,12 @@ def test_refusals_below_quorum_and_from_two_members(etcd_cluster_factory):
     c.wait_healthy()
     before = membership(c)
 
-    r = member_run(c, name="m2", state="absent")
+    # Refused only after looking again for quorum_wait seconds (m1 stays down).
+    started = time.monotonic()
+    r = member_run(c, name="m2", state="absent", quorum_wait=2)
     assert r.get("failed") and r["reason"] == "Refused", r.get("msg")
     assert "below the quorum" in r["msg"] and "m1" in r["msg"]
+    assert time.monotonic() - started >= 2
     assert membership(c) == before
 
     # Removing the failed member keeps quorum (the first step of replacing it).

@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from etcd_runbook.clients.etcd_common import EndpointStatus, Member
-from etcd_runbook.clients.etcd_errors import EtcdInputError
+from etcd_runbook.clients.etcd_errors import (
+    EtcdInputError,
+    EtcdQuorumRefusedError,
+    EtcdRefusedError,
+)
 from etcd_runbook.operations import etcd_member_state as state
 from etcd_runbook.operations.etcd_health import ClusterHealth
 
@@ -30,11 +34,12 @@ NOTHING = "; nothing to do"
 MEMBERS = [member(1), member(2), member(3), member(4, learner=True)]
 
 
-def health() -> ClusterHealth:
+def health(*, down: tuple[str, ...] = ()) -> ClusterHealth:
+    """Every member healthy, but those named in `down`."""
     h = ClusterHealth(cluster_id="c1", members=list(MEMBERS), statuses=[], leader_id="a1")
     for m in MEMBERS:
         h.member_status[m.id] = EndpointStatus(
-            endpoint=m.client_urls[0], healthy=True, member_id=m.id, leader="a1"
+            endpoint=m.client_urls[0], healthy=m.name not in down, member_id=m.id, leader="a1"
         )
         h.statuses.append(h.member_status[m.id])
     return h
@@ -67,7 +72,14 @@ def etcd(monkeypatch):
 
 
 def params(name: str, **given: Any) -> dict[str, Any]:
-    base = {"name": name, "peer_urls": [], "learner": False, "state": "present", "force": False}
+    base = {
+        "name": name,
+        "peer_urls": [],
+        "learner": False,
+        "state": "present",
+        "force": False,
+        "quorum_wait": 30.0,
+    }
     return base | given
 
 
@@ -120,3 +132,56 @@ def test_a_malformed_peer_url_is_refused_before_etcd_is_asked(etcd, monkeypatch)
     monkeypatch.setattr(state, "cluster_health", pytest.fail)
     with pytest.raises(EtcdInputError, match="peer URL"):
         run(params("m4", peer_urls=["http//127.0.0.1:2380"]))
+
+
+@pytest.mark.parametrize(
+    ("looks", "asked", "outcome"),
+    [
+        # Two voters out on the first two looks, back on the third: the change goes on.
+        (
+            [("m2", "m3"), ("m2", "m3"), ()],
+            params("m4"),
+            "promoted m4 (a4)",
+        ),
+        # Removing m2 would leave m3 alone healthy of two: looked at again, then it goes on.
+        ([("m3",), ()], params("m2", state="absent"), "removed m2 (a2)"),
+        # Never back: refused once the wait ran out, nothing run.
+        ([("m2", "m3")] * 40, params("m4"), "no quorum"),
+        # No wait asked: refused on the first look.
+        ([("m2", "m3"), ()], params("m4", quorum_wait=0), "no quorum"),
+    ],
+    ids=["back-on-third-look", "removal-waits", "never-back", "no-wait"],
+)
+def test_a_refusal_for_too_few_healthy_voters_stands_only_after_the_wait(
+    etcd, monkeypatch, looks, asked, outcome
+):
+    """Under load a healthy member misses a health check now and then: the module looks
+    again each second for quorum_wait seconds before refusing (the clock is faked)."""
+    clock = {"now": 0.0, "looks": 0}
+
+    def look(client: Any) -> ClusterHealth:
+        clock["looks"] += 1
+        return health(down=looks[clock["looks"] - 1])
+
+    def sleep(seconds: float) -> None:
+        clock["now"] += seconds
+
+    monkeypatch.setattr(state, "cluster_health", look)
+    monkeypatch.setattr(state.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(state.time, "sleep", sleep)
+    if outcome == "no quorum":
+        with pytest.raises(EtcdQuorumRefusedError, match="no quorum"):
+            run(asked)
+        assert etcd.executed == []
+        assert clock["looks"] == int(asked["quorum_wait"]) + 1
+    else:
+        result, _ = run(asked)
+        assert result["msg"] == outcome
+        assert clock["looks"] == len(looks)
+
+
+def test_a_refusal_that_no_later_look_changes_is_not_waited_for(etcd, monkeypatch):
+    """A second learner is refused on the first look: waiting cannot change it."""
+    monkeypatch.setattr(state.time, "sleep", pytest.fail)
+    with pytest.raises(EtcdRefusedError, match="already has learner"):
+        run(params("m5", peer_urls=["http://127.0.0.1:2430"], learner=True))

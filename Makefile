@@ -50,11 +50,13 @@ test-etcd: venv
 	@# bound (a snapshot streamed in bounded memory) failed: 186 MiB of growth, 79 alone.
 	$(PYTEST) -q -m etcd tests/chaos
 
-# Seeded chaos runs of their own length (make test-etcd runs them for 20 s each); every run
-# prints its CHAOS_SEED, which replays it: make chaos CHAOS_SEED=... CHAOS_SECONDS=...
+# Seeded chaos runs of their own length (make test runs them short); every run prints its
+# CHAOS_SEED, which replays it: make chaos CHAOS_SEED=... CHAOS_SECONDS=...
+# First on real etcd on loopback, then through the operator on the local Kubernetes.
 CHAOS_SECONDS ?= 300
 chaos: venv
 	CHAOS_SECONDS=$(CHAOS_SECONDS) $(PYTEST) -q -s tests/chaos
+	CHAOS_SECONDS=$(CHAOS_SECONDS) $(PYTEST) -q -s -m chaos tests/e2e
 
 # Two workers (each test its own namespace; session set-up under tests/session_lock.py):
 # 304 s instead of 539 s.
@@ -74,8 +76,8 @@ test-molecule: venv
 E2E_WORKERS ?= 2
 test-e2e: venv
 	$(PYTEST) -q -n $(E2E_WORKERS) --dist worksteal --durations=0 \
-		-m "e2e and not nodes and not operator_exclusive" tests/e2e
-	$(PYTEST) -q --durations=0 -m "e2e and not nodes and operator_exclusive" tests/e2e
+		-m "e2e and not nodes and not operator_exclusive and not chaos" tests/e2e
+	$(PYTEST) -q --durations=0 -m "e2e and not nodes and operator_exclusive and not chaos" tests/e2e
 
 # Last: it grows the local Kubernetes to three nodes and leaves it on one again.
 test-nodes: venv

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.etcd_cluster import REPO, _die_with_parent, cache_root, free_port
+from testbed.host import REPO, cache_root, die_with_parent, free_port
 from tests.session_lock import exclusive
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def running_store(base: Path) -> Iterator[LocalS3]:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT

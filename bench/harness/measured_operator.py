@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from bench.harness.cluster import GROUP_PATH, K8sCluster, available, etcd_cluster, wait_for
-from bench.harness.etcd_member import free_port
+from testbed.host import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "etcd-operator-system"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.cluster import K8sCluster, stop_process
-from bench.harness.etcd_member import free_port
+from testbed.host import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECT_STORE = REPO / "hack" / "object-store"

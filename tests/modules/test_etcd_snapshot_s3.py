@@ -22,8 +22,8 @@ import pytest
 from etcd3aio._protobuf import KVStub, PutRequest
 
 from etcd_runbook.rules import etcd_backup_plan as bp
+from testbed.ansible_adhoc import run_module
 from testbed.host import REPO, free_port
-from tests.ansible_adhoc import run_module
 from tests.s3_local import LocalS3
 
 BUMP = 1_000_000_000

@@ -47,9 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.cluster import (
-    K8sCluster,
     available,
-    cluster_up,
     delete_claims,
     etcd_cluster,
     gone,
@@ -58,7 +56,6 @@ from bench.harness.cluster import (
     pod_ready,
     proxy,
     stamp,
-    wait_for,
 )
 from bench.harness.measured_operator import (
     NAMESPACE,
@@ -75,6 +72,7 @@ from bench.harness.static_etcd import (
     static_objects,
 )
 from etcd_runbook_operator.kube import ApiException
+from testbed.cluster import K8sCluster, cluster_up, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"

@@ -62,18 +62,15 @@ sys.path.insert(0, str(REPO))
 
 from bench.harness.cluster import (  # noqa: E402
     GROUP_PATH,
-    K8sCluster,
+    admin_kube,
     available,
-    cluster_up,
     delete_claims,
     etcd_cluster,
     gone,
     healthy,
     member_image,
-    port_forward,
     proxy,
     stamp,
-    wait_for,
 )
 from bench.harness.measured_operator import DEPLOYMENT, NAMESPACE, InCluster  # noqa: E402
 from bench.harness.object_store import (  # noqa: E402
@@ -92,6 +89,7 @@ from bench.harness.static_etcd import (  # noqa: E402
     static_objects,
 )
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
+from testbed.cluster import K8sCluster, cluster_up, port_forward, wait_for  # noqa: E402
 
 HEADING = "## Restore: EtcdRestore against etcdutl restore and a static start"
 VERSION = "3.6.16"
@@ -255,7 +253,7 @@ def baseline_objects(
 class Run:
     def __init__(self, k8s: K8sCluster, ns: str, args: argparse.Namespace) -> None:
         self.k8s = k8s
-        self.kube = k8s.kube()
+        self.kube = admin_kube(k8s)
         self.ns = ns
         self.args = args
 

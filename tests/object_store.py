@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-import select
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,8 +20,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
-from tests.s3_local import stop_process
+from testbed.cluster import K8sCluster, port_forward
+from testbed.host import REPO
 from tests.session_lock import exclusive
 
 if TYPE_CHECKING:
@@ -35,7 +32,6 @@ NAMESPACE = "object-store"
 SERVICE_PORT = 9000
 REGION = "us-east-1"
 UP_TIMEOUT = 1800  # a cold start builds versitygw from source
-_FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
 
 
 @dataclass(frozen=True)
@@ -67,45 +63,8 @@ class ObjectStore:
 
         kubectl binds the Service to one Pod when it starts: after that Pod is gone, open a new
         forward."""
-        proc = subprocess.Popen(
-            [
-                str(self.cluster.kubectl_path),
-                "--kubeconfig",
-                str(self.cluster.kubeconfig),
-                "-n",
-                NAMESPACE,
-                "port-forward",
-                "--address",
-                "127.0.0.1",
-                "service/s3",
-                f":{SERVICE_PORT}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            yield f"http://127.0.0.1:{_forwarded_port(proc, timeout)}"
-        finally:
-            stop_process(proc, grace=5)
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-
-
-def _forwarded_port(proc: subprocess.Popen[str], timeout: float) -> int:
-    assert proc.stdout is not None and proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if not ready:
-            break
-        line = proc.stdout.readline()
-        if not line:  # kubectl exited
-            raise AssertionError(f"kubectl port-forward failed: {proc.stderr.read()}")
-        if match := _FORWARDING.search(line):
-            return int(match.group(1))
-    raise AssertionError(f"kubectl port-forward printed no local port within {timeout}s")
+        with port_forward(self.cluster, NAMESPACE, "service/s3", SERVICE_PORT, timeout) as port:
+            yield f"http://127.0.0.1:{port}"
 
 
 def object_store_up() -> str:

@@ -6,7 +6,8 @@ and never from another benchmark; nothing here imports a benchmark. So the bench
 neither pytest nor the test suites' fixtures, and no two of them depend on each other.
 
 - report: docs/benchmarks.md sections, the command line, tables and the end of a run;
-- cluster: the local Kubernetes (hack/cluster), kubectl, the API, bounded waits;
+- cluster: the API through the watcher's own layer, EtcdCluster manifests, readers of what runs
+  in the local Kubernetes (testbed.cluster brings it up, with kubectl and bounded waits);
 - measured_operator: the operator measured (in the cluster, or a host process), its figures;
 - static_etcd: a 3-member etcd started by hand on the local Kubernetes (the baselines);
 - object_store: the S3 stores (versitygw on loopback, or hack/object-store's in the cluster);

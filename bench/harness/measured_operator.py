@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from bench.harness.cluster import GROUP_PATH, K8sCluster, available, etcd_cluster, wait_for
+from bench.harness.cluster import GROUP_PATH, admin_kube, available, etcd_cluster
+from testbed.cluster import K8sCluster, wait_for
 from testbed.host import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -370,7 +371,7 @@ class Bench:
         self.ns = ns
         self.metrics_address = metrics_address
         self.pid = pid
-        self.kube = k8s.kube()
+        self.kube = admin_kube(k8s)
         self.image = ""  # the in-cluster operator's image key tag
 
     # --- reading -----------------------------------------------------------------------------

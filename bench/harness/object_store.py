@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.harness.cluster import K8sCluster, stop_process
-from testbed.host import free_port
+from testbed.cluster import K8sCluster
+from testbed.host import free_port, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECT_STORE = REPO / "hack" / "object-store"

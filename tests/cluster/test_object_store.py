@@ -19,7 +19,7 @@ import pytest
 from minio import Minio
 from minio.error import S3Error
 
-from tests.k8s_cluster import K8sCluster
+from testbed.cluster import K8sCluster
 from tests.object_store import NAMESPACE, ObjectStore, object_store_up
 
 pytestmark = pytest.mark.cluster

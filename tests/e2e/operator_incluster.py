@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 
 NAMESPACE = "etcd-operator-system"
 DEPLOYMENT = "etcd-runbook-operator"

@@ -11,8 +11,9 @@ import time
 import uuid
 from pathlib import Path
 
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 from tests.e2e.operator_incluster import ALLOW_LISTS
-from tests.k8s_cluster import REPO, K8sCluster
 
 SA_KUBECONFIG = (
     Path(os.environ.get("ETCD_OPERATOR_CACHE", Path.home() / ".cache" / "etcd-runbook-operator"))

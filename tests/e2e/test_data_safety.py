@@ -22,6 +22,8 @@ from cryptography.exceptions import InvalidSignature
 
 from etcd_runbook.clients.etcd_tls import issue_material
 from etcd_runbook.rules import etcd_manifests
+from testbed.cluster import K8sCluster, KubectlError
+from testbed.host import REPO
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -35,7 +37,7 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
-from tests.k8s_cluster import REPO, K8sCluster, namespace_for_test
+from tests.k8s_cluster import namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -333,7 +335,7 @@ def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: li
         svc = f"https://{pod.rsplit('-', 1)[0]}-client.{ns}.svc.cluster.local:2379"
         try:
             out = etcdctl(k8s, ns, pod, "put", key, str(i), endpoint=svc)
-        except AssertionError:
+        except KubectlError:
             continue
         if out.strip() == "OK":
             acked.append(key)

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -27,7 +29,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.k8s_cluster import REPO, K8sCluster
 from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -24,7 +26,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.test_etcdbackup import backup, credentials_secret
-from tests.k8s_cluster import REPO, K8sCluster
 from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     TLS_ARGS,
     Operator,
@@ -40,7 +41,6 @@ from tests.e2e.test_etcdbackup import (
     volume_backup,
 )
 from tests.e2e.test_etcdbackup import wait_phase as wait_backup
-from tests.k8s_cluster import K8sCluster
 from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -25,7 +26,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE
-from tests.k8s_cluster import K8sCluster
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 pytestmark = [

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import Operator, apply, condition, etcd_cluster, events, get
-from tests.k8s_cluster import K8sCluster
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -10,7 +10,6 @@ neither pytest nor the test suites' fixtures, and no two of them depend on each 
   in the local Kubernetes (testbed.cluster brings it up, with kubectl and bounded waits);
 - measured_operator: the operator measured (in the cluster, or a host process), its figures;
 - static_etcd: a 3-member etcd started by hand on the local Kubernetes (the baselines);
-- object_store: the S3 stores (versitygw on loopback, or hack/object-store's in the cluster);
 - etcd_member: one real etcd member on loopback;
 - throughput: the snapshot benchmarks' options, fill, rounds and medians.
 

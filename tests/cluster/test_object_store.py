@@ -20,7 +20,7 @@ from minio import Minio
 from minio.error import S3Error
 
 from testbed.cluster import K8sCluster
-from tests.object_store import NAMESPACE, ObjectStore, object_store_up
+from testbed.object_store import NAMESPACE, ObjectStore, object_store_up
 
 pytestmark = pytest.mark.cluster
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from testbed.cluster import K8sCluster
+from testbed.object_store import ObjectStore, credentials_secret
 from tests.e2e.helpers import (
     TLS_ARGS,
     Operator,
@@ -36,12 +37,10 @@ from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClus
 from tests.e2e.test_etcdbackup import (
     backup,
     backup_claim,
-    credentials_secret,
     playbook_by_hand,
     volume_backup,
 )
 from tests.e2e.test_etcdbackup import wait_phase as wait_backup
-from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

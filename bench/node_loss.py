@@ -39,9 +39,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.harness.cluster import etcd_cluster  # noqa: E402
-from bench.harness.measured_operator import NAMESPACE, SELECTOR, InCluster  # noqa: E402
+from bench.harness.measured_operator import InCluster  # noqa: E402
 from bench.harness.report import command, finish, load1, parse_args, row, trials_row  # noqa: E402
 from testbed.cluster import K8sCluster, cluster_up, hack_cluster  # noqa: E402
+from testbed.operator_incluster import NAMESPACE, SELECTOR  # noqa: E402
 
 HEADING = "## Node loss: noticed and replaced, against Kubernetes' NotReady"
 POLL = 0.5

@@ -72,7 +72,7 @@ from bench.harness.cluster import (  # noqa: E402
     proxy,
     stamp,
 )
-from bench.harness.measured_operator import DEPLOYMENT, NAMESPACE, InCluster  # noqa: E402
+from bench.harness.measured_operator import InCluster  # noqa: E402
 from bench.harness.report import command, finish, fmt, load1, median, parse_args, trials_row  # noqa: E402
 from bench.harness.static_etcd import (  # noqa: E402
     create_static,
@@ -84,6 +84,7 @@ from bench.harness.static_etcd import (  # noqa: E402
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
 from testbed.cluster import K8sCluster, cluster_up, port_forward, wait_for  # noqa: E402
 from testbed.object_store import credentials_secret, in_cluster_store  # noqa: E402
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE  # noqa: E402
 
 HEADING = "## Restore: EtcdRestore against etcdutl restore and a static start"
 VERSION = "3.6.16"

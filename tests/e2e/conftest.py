@@ -17,8 +17,7 @@ import yaml
 
 from testbed.cluster import K8sCluster, cluster_up
 from testbed.host import REPO
-from tests.e2e.helpers import Operator
-from tests.e2e.operator_incluster import (
+from testbed.operator_incluster import (
     ALLOW_LISTS,
     DEPLOYMENT,
     FAULT_POINTS,
@@ -26,7 +25,8 @@ from tests.e2e.operator_incluster import (
     InClusterOperator,
     deploy,
 )
-from tests.e2e.operator_process import OperatorProcess
+from testbed.operator_process import OperatorProcess
+from tests.e2e.helpers import Operator
 from tests.session_lock import exclusive, shared
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
@@ -102,7 +102,7 @@ def _operator(
         op = InClusterOperator(k8s_cluster)
     else:
         request.getfixturevalue("operator_api")
-        op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path)
+        op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path, lease_prefix="e2e")
     op.start()
     op.wait_running()
     try:

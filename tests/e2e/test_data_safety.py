@@ -24,6 +24,7 @@ from etcd_runbook.clients.etcd_tls import issue_material
 from etcd_runbook.rules import etcd_manifests
 from testbed.cluster import K8sCluster, KubectlError
 from testbed.host import REPO
+from testbed.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -36,7 +37,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.k8s_cluster import namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

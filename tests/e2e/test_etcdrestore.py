@@ -22,6 +22,7 @@ import pytest
 
 from testbed.cluster import K8sCluster
 from testbed.object_store import ObjectStore, credentials_secret
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
     TLS_ARGS,
     Operator,
@@ -33,7 +34,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.test_etcdbackup import (
     backup,
     backup_claim,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from testbed.cluster import K8sCluster
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -25,7 +26,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 pytestmark = [

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from testbed.cluster import K8sCluster, hack_cluster
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -27,7 +28,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.nodes, pytest.mark.timeout(1200)]
 

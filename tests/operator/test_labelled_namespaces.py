@@ -18,7 +18,7 @@ import yaml
 
 from testbed.cluster import K8sCluster
 from testbed.host import REPO
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, replicas
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, replicas
 from tests.k8s_cluster import OWNER, _release_finalizers, _this_process
 from tests.operator.conftest import free_port, http_get
 

@@ -24,6 +24,7 @@ from etcd_runbook.clients.etcd_tls import issue_material
 from etcd_runbook.rules import etcd_manifests
 from testbed.cluster import K8sCluster, KubectlError
 from testbed.host import REPO
+from testbed.object_store import credentials_secret
 from testbed.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
     Operator,
@@ -554,10 +555,7 @@ def test_the_operator_writes_only_what_it_owns(
     apply(k8s, ns, etcd_cluster("kept", size=1))
     for name in ("taken-a", "taken-b", "taken-c", "taken-d"):
         apply(k8s, ns, etcd_cluster(name, size=1))
-    k8s.kubectl(
-        "-n", ns, "create", "secret", "generic", "s3",
-        "--from-literal=accessKeyId=a", "--from-literal=secretAccessKey=b",
-    )  # fmt: skip
+    credentials_secret(k8s, ns, "s3", "a", "b")
     s3 = {"endpoint": "http://127.0.0.1:9", "bucket": "nowhere", "credentialsSecret": "s3"}
     for name, schedule in (("nightly", "0 3 * * *"), ("once", ""), ("weekly", "")):
         spec: dict[str, Any] = {"clusterName": "taken-a", "destination": {"s3": s3}}

@@ -1,9 +1,11 @@
 """What the benchmarks share: the one harness under bench/.
 
-A benchmark (bench/<name>.py, registered in bench/run.py) imports from here and from the
-project (etcd_runbook, etcd_runbook_operator, the hack/ scripts it runs), never from tests/
-and never from another benchmark; nothing here imports a benchmark. So the benchmarks need
-neither pytest nor the test suites' fixtures, and no two of them depend on each other.
+A benchmark (bench/<name>.py, registered in bench/run.py) imports from here, from the test
+bed the tests use too (testbed/: the local Kubernetes, the object store, the operator deployed,
+etcd's binaries, `ansible -m`) and from the project (etcd_runbook, etcd_runbook_operator), never
+from tests/ and never from another benchmark; nothing here imports a benchmark. So the
+benchmarks need neither pytest nor the test suites' fixtures, and no two of them depend on each
+other. What only benchmarks need is here; what the tests need too is in testbed/.
 
 - report: docs/benchmarks.md sections, the command line, tables and the end of a run;
 - cluster: the API through the watcher's own layer, EtcdCluster manifests, readers of what runs

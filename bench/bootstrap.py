@@ -47,9 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.cluster import (
-    K8sCluster,
     available,
-    cluster_up,
     delete_claims,
     etcd_cluster,
     gone,
@@ -58,15 +56,8 @@ from bench.harness.cluster import (
     pod_ready,
     proxy,
     stamp,
-    wait_for,
 )
-from bench.harness.measured_operator import (
-    NAMESPACE,
-    SELECTOR,
-    Bench,
-    add_where_arguments,
-    operator_watching,
-)
+from bench.harness.measured_operator import Bench, add_where_arguments, operator_watching
 from bench.harness.report import command, finish, fmt, load1, median, parse_args, row, trials_row
 from bench.harness.static_etcd import (
     STATIC_LABEL,
@@ -75,6 +66,8 @@ from bench.harness.static_etcd import (
     static_objects,
 )
 from etcd_runbook_operator.kube import ApiException
+from testbed.cluster import K8sCluster, cluster_up, wait_for
+from testbed.operator_incluster import NAMESPACE, SELECTOR
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: 3-member bootstrap and heal against static etcd"
@@ -391,7 +384,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["where"] = args.where
     report["load_start"] = load1()
     began = time.monotonic()
-    # The shipped watches.yaml (resync 60 s); HostOperator's own default is 300 s.
+    # The shipped watches.yaml (resync 60 s); OperatorProcess's own default is 300 s.
     host_args = ["--watches-file", str(REPO / "watches.yaml"), "--reconcile-period", "60"]
     with operator_watching(k8s, ns, args.where, args.ref, workdir, host_args) as bench:
         if args.where == "host":

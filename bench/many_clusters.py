@@ -34,15 +34,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.harness.cluster import (  # noqa: E402
-    UP_TIMEOUT,
-    available,
-    cluster_up,
-    hack_cluster,
-    wait_for,
-)
+from bench.harness.cluster import available  # noqa: E402
 from bench.harness.measured_operator import Bench, InCluster, one_member_cluster  # noqa: E402
 from bench.harness.report import command, finish, fmt, load1, median, parse_args, row  # noqa: E402
+from testbed.cluster import cluster_up, wait_for  # noqa: E402
 
 HEADING = "## Operator: many EtcdClusters at once"
 POLL = 2.0
@@ -106,7 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         incluster.stop()
-        hack_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
+        cluster_up(nodes=1)
     return report
 
 

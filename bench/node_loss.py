@@ -38,15 +38,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.harness.cluster import (  # noqa: E402
-    UP_TIMEOUT,
-    K8sCluster,
-    cluster_up,
-    etcd_cluster,
-    hack_cluster,
-)
-from bench.harness.measured_operator import NAMESPACE, SELECTOR, InCluster  # noqa: E402
+from bench.harness.cluster import etcd_cluster  # noqa: E402
+from bench.harness.measured_operator import InCluster  # noqa: E402
 from bench.harness.report import command, finish, load1, parse_args, row, trials_row  # noqa: E402
+from testbed.cluster import K8sCluster, cluster_up, hack_cluster  # noqa: E402
+from testbed.operator_incluster import NAMESPACE, SELECTOR  # noqa: E402
 
 HEADING = "## Node loss: noticed and replaced, against Kubernetes' NotReady"
 POLL = 0.5
@@ -156,7 +152,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         incluster.stop()
-        hack_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
+        cluster_up(nodes=1)
     return report
 
 

@@ -39,7 +39,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.harness.cluster import cluster_up, wait_for
 from bench.harness.measured_operator import (
     Bench,
     add_where_arguments,
@@ -47,6 +46,7 @@ from bench.harness.measured_operator import (
     operator_watching,
 )
 from bench.harness.report import command, finish, fmt, median, parse_args, row, trials_row
+from testbed.cluster import cluster_up, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## Operator: latency, resync CPU, memory"

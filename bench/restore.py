@@ -62,27 +62,17 @@ sys.path.insert(0, str(REPO))
 
 from bench.harness.cluster import (  # noqa: E402
     GROUP_PATH,
-    K8sCluster,
+    admin_kube,
     available,
-    cluster_up,
     delete_claims,
     etcd_cluster,
     gone,
     healthy,
     member_image,
-    port_forward,
     proxy,
     stamp,
-    wait_for,
 )
-from bench.harness.measured_operator import DEPLOYMENT, NAMESPACE, InCluster  # noqa: E402
-from bench.harness.object_store import (  # noqa: E402
-    STORE_NS,
-    credentials_secret,
-    object_store_up,
-    read_credentials,
-    store_client,
-)
+from bench.harness.measured_operator import InCluster  # noqa: E402
 from bench.harness.report import command, finish, fmt, load1, median, parse_args, trials_row  # noqa: E402
 from bench.harness.static_etcd import (  # noqa: E402
     create_static,
@@ -92,6 +82,9 @@ from bench.harness.static_etcd import (  # noqa: E402
     static_objects,
 )
 from etcd_runbook_operator.kube import ApiException, Kube  # noqa: E402
+from testbed.cluster import K8sCluster, cluster_up, port_forward, wait_for  # noqa: E402
+from testbed.object_store import credentials_secret, in_cluster_store  # noqa: E402
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE  # noqa: E402
 
 HEADING = "## Restore: EtcdRestore against etcdutl restore and a static start"
 VERSION = "3.6.16"
@@ -255,7 +248,7 @@ def baseline_objects(
 class Run:
     def __init__(self, k8s: K8sCluster, ns: str, args: argparse.Namespace) -> None:
         self.k8s = k8s
-        self.kube = k8s.kube()
+        self.kube = admin_kube(k8s)
         self.ns = ns
         self.args = args
 
@@ -512,7 +505,7 @@ class Run:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     k8s = cluster_up()
-    endpoint = object_store_up()
+    store = in_cluster_store(k8s)
     incluster = InCluster(k8s, args.ref)
     commit = ""
     if args.ref != "worktree":
@@ -527,8 +520,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bucket = f"bench-restore-{uuid.uuid4().hex[:8]}"
     k8s.kubectl("create", "namespace", ns)
     print(f"namespace {ns}, bucket {bucket}, operator image {operator_image}", flush=True)
-    access, secret = read_credentials(k8s)
-    credentials_secret(k8s, ns, "s3", access, secret)
+    credentials_secret(k8s, ns, "s3", store.access_key, store.secret_key)
     report: dict[str, Any] = {
         "trials": args.trials,
         "ns": ns,
@@ -542,17 +534,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     began = time.monotonic()
     r = Run(k8s, ns, args)
     try:
-        with port_forward(k8s, STORE_NS, "service/s3", 9000) as port:
-            store_client(k8s, f"http://127.0.0.1:{port}").make_bucket(bucket)
+        with store.port_forward() as forwarded:
+            store.client(forwarded).make_bucket(bucket)
         image = r.image()
         report["image"] = image
         report["origin"] = r.origin("origin")
-        last = r.backup("origin-backup", "origin", endpoint, bucket)
+        last = r.backup("origin-backup", "origin", store.endpoint, bucket)
         report["backup"] = last
         r.delete_cluster("origin")
         key = last["location"].removeprefix(f"s3://{bucket}/")
         # Signed for the in-cluster address; no request leaves this process to sign it.
-        url = store_client(k8s, endpoint).presigned_get_object(
+        url = store.client(store.endpoint).presigned_get_object(
             bucket, key, expires=datetime.timedelta(hours=6)
         )
         baselines: list[dict[str, Any]] = []
@@ -581,8 +573,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=600s", check=False, timeout=660)
         k8s.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        with contextlib.suppress(Exception), port_forward(k8s, STORE_NS, "service/s3", 9000) as p:
-            client = store_client(k8s, f"http://127.0.0.1:{p}")
+        with contextlib.suppress(Exception), store.port_forward() as forwarded:
+            client = store.client(forwarded)
             for obj in client.list_objects(bucket, recursive=True):
                 client.remove_object(bucket, obj.object_name)
             client.remove_bucket(bucket)

@@ -6,8 +6,9 @@
 
 To add a benchmark, write bench/<name>.py with `main(argv: list[str]) -> int` and register
 it in BENCHMARKS. Each benchmark writes its own section of docs/benchmarks.md. A benchmark
-imports bench/harness/ and the project, never tests/ nor another benchmark: what two of them
-need goes into the harness. This is the only module that imports the benchmarks.
+imports bench/harness/, testbed/ and the project, never tests/ nor another benchmark: what two
+of them need goes into the harness (into testbed/ when the tests need it too). This is the
+only module that imports the benchmarks.
 """
 
 from __future__ import annotations

@@ -22,10 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness.adhoc import run_module
-from bench.harness.etcd_member import Member, etcd_bin_dir, running_member
+from bench.harness.etcd_member import Member, running_member
 from bench.harness.report import command, publish
 from bench.harness.throughput import fill_as_asked, mbps, options, print_round, summary, timed
+from testbed.ansible_adhoc import run_module
+from testbed.host import etcd_bin_dir
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot throughput"

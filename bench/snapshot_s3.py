@@ -1,7 +1,7 @@
 """etcd_snapshot streaming into S3 against `etcdctl snapshot save` plus an upload of the file.
 
 One real etcd 3.5 member and one versitygw store (posix backend, `running_store` of
-bench/harness/object_store.py), both on 127.0.0.1 in fresh temp dirs, both stopped at the end.
+testbed/object_store.py), both on 127.0.0.1 in fresh temp dirs, both stopped at the end.
 The member is filled to about --size-mb of 100 KB random values (bounded by --fill-seconds),
 then each round runs, alternating so drift hits all alike:
 
@@ -28,11 +28,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.harness.adhoc import run_module
-from bench.harness.etcd_member import Member, etcd_bin_dir, running_member
-from bench.harness.object_store import running_store
+from bench.harness.etcd_member import Member, running_member
 from bench.harness.report import command, publish
 from bench.harness.throughput import fill_as_asked, mbps, options, print_round, summary, timed
+from testbed.ansible_adhoc import run_module
+from testbed.host import etcd_bin_dir
+from testbed.object_store import running_store
 
 REPO = Path(__file__).resolve().parent.parent
 HEADING = "## etcd_snapshot to S3 throughput"
@@ -143,7 +144,7 @@ def section(report: dict[str, Any], command: str) -> str:
 Command: `{command}` (run from the repository root; `make bench` runs every benchmark).
 
 One etcd {report["version"]} member and one versitygw store (posix backend, the store of
-tests/s3_local.py), both on 127.0.0.1; database filled to {report["db_size"] / 1e6:.0f} MB
+testbed/object_store.py), both on 127.0.0.1; database filled to {report["db_size"] / 1e6:.0f} MB
 with 100 KB random values; {len(rows["baseline"])} rounds, each running the three savers one
 after the other and deleting every object after it. The baseline is what a person would do
 without the module: `etcdctl snapshot save` to a local file, then minio-py's `fput_object`

@@ -13,5 +13,4 @@ pytest_plugins: list[str] = [
     "tests.etcd_cluster",
     "tests.k8s_cluster",
     "tests.object_store",
-    "tests.s3_local",
 ]

@@ -41,13 +41,11 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
-import ctypes
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -58,15 +56,15 @@ from typing import Any
 
 import pytest
 
+from testbed import TestbedError
+from testbed.host import cache_root, die_with_parent, etcd_bin_dir, free_port
 from tests.etcd_pki import Pki, make_pki
 
-REPO = Path(__file__).resolve().parent.parent
-ETCD_BIN = REPO / "hack" / "etcd-bin"
 ROOT_ROLE = "root"
 _PROBE = ("--command-timeout=3s",)  # later flags win: overrides etcdctl()'s default
 
 
-class EtcdClusterError(RuntimeError):
+class EtcdClusterError(TestbedError):
     """The cluster could not be built, started or made healthy (message carries log tails)."""
 
 
@@ -77,87 +75,12 @@ class EtcdctlError(subprocess.CalledProcessError):
         return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
 
 
-def cache_root() -> Path:
-    default = Path.home() / ".cache" / "etcd-runbook-operator"
-    return Path(os.environ.get("ETCD_OPERATOR_CACHE", default))
-
-
-_bin_dirs: dict[str, Path] = {}
-
-
-def etcd_bin_dir(version: str) -> Path:
-    """Directory holding etcd/etcdctl(/etcdutl) of `version` (3.5 or 3.5.35), built if needed.
-
-    A failed build raises EtcdClusterError with the build's output: a test needing etcd
-    must fail loudly, never skip.
-    """
-    if version not in _bin_dirs:
-        proc = subprocess.run([str(ETCD_BIN), version], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise EtcdClusterError(f"hack/etcd-bin {version} failed:\n{proc.stderr.strip()}")
-        _bin_dirs[version] = Path(proc.stdout.strip().splitlines()[-1])
-    return _bin_dirs[version]
-
-
-_handed_out: set[int] = set()
-
-
-# Test processes side by side (pytest-xdist's PYTEST_XDIST_WORKER=gwN) each take ports from a
-# block of their own, below the kernel's ephemeral range: a port one process found free and
-# closed is then never the one another process's kernel hands out before etcd binds it.
-_WORKER_BLOCK = 6000
-_WORKER_BASE = 20000
-
-
-def _worker_block() -> range | None:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or not worker[2:].isdigit():
-        return None
-    start = _WORKER_BASE + int(worker[2:]) * _WORKER_BLOCK
-    if start + _WORKER_BLOCK > 32768:
-        return None
-    return range(start, start + _WORKER_BLOCK)
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now, never handed out twice by this process."""
-    block = _worker_block()
-    if block is not None:
-        for port in block:
-            if port not in _handed_out and _bindable(port):
-                _handed_out.add(port)
-                return port
-        raise EtcdClusterError(f"no free loopback port left in {block}")
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise EtcdClusterError("no free loopback port found")
-
-
 def _clean_env() -> dict[str, str]:
     # etcd reads ETCD_* and etcdctl ETCDCTL_* variables as flags: a person's shell must not
     # leak endpoints or data dirs into a test cluster.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "ETCDCTL_"))}
     env["ETCDCTL_API"] = "3"
     return env
-
-
-def _die_with_parent() -> None:
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -330,7 +253,7 @@ class EtcdCluster:
                 stderr=subprocess.STDOUT,
                 env=_clean_env(),
                 start_new_session=True,  # own process group: killed as a group
-                preexec_fn=None if self._persistent else _die_with_parent,
+                preexec_fn=None if self._persistent else die_with_parent,
             )
         m.meant_up = True
 
@@ -800,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("\n".join(_env_lines(saved)))
             else:
                 print(_kv_args(saved["module_args"]))
-    except EtcdClusterError as exc:
+    except TestbedError as exc:
         print(f"etcd-local: {exc}", file=sys.stderr)
         return 1
     return 0

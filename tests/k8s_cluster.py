@@ -1,4 +1,5 @@
-"""Session fixture for the local Kubernetes test bed (hack/cluster, docs/local-cluster.md).
+"""Session fixture for the local Kubernetes test bed (hack/cluster, docs/local-cluster.md), over
+testbed.cluster.
 
 `k8s_cluster` runs `hack/cluster up` once per session (a running cluster is reused) and fails,
 never skips, when the cluster cannot come up, and first deletes the test namespaces a killed run
@@ -10,93 +11,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from kubernetes import client, config
 
+from testbed.cluster import K8sCluster, cluster_up
 from tests.session_lock import exclusive
-
-REPO = Path(__file__).resolve().parent.parent
-CLUSTER = REPO / "hack" / "cluster"
-UP_TIMEOUT = 3600  # a cold start builds Kubernetes from source
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class K8sCluster:
-    kubeconfig: Path
-    bin_dir: Path
-
-    @property
-    def kubectl_path(self) -> Path:
-        return self.bin_dir / "kubectl"
-
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the pinned kubectl against this cluster; output captured as text."""
-        cmd = [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args]
-        proc = subprocess.run(
-            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
-            )
-        return proc
-
-    def api_client(self) -> client.ApiClient:
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
-
-    @staticmethod
-    def wait_for(
-        cond: Callable[[], T], timeout: float = 120, interval: float = 0.5, what: str = ""
-    ) -> T:
-        """Poll cond until it returns a truthy value (returned); exceptions count as not yet."""
-        deadline = time.monotonic() + timeout
-        last: object = None
-        while True:
-            try:
-                value = cond()
-                if value:
-                    return value
-                last = value
-            except Exception as exc:
-                last = exc
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"timed out after {timeout}s waiting for {what or cond}: last {last!r}"
-                )
-            time.sleep(interval)
-
-
-def run_cluster(*args: str, timeout: float) -> str:
-    proc = subprocess.run(
-        [str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        pytest.fail(f"hack/cluster {' '.join(args)} failed ({proc.returncode}):\n{tail}")
-    return proc.stdout.strip()
 
 
 @pytest.fixture(scope="session")
 def k8s_cluster() -> K8sCluster:
     # One worker at a time: a cold `up` builds and starts what the others would too.
     with exclusive("cluster-up"):
-        kubeconfig = Path(run_cluster("up", timeout=UP_TIMEOUT))
-        bin_dir = Path(run_cluster("bin", timeout=30))
-        if not kubeconfig.is_file():
-            pytest.fail(f"hack/cluster up printed {kubeconfig}, which is not a file")
-        k8s = K8sCluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
+        k8s = cluster_up()
         _clear_abandoned_namespaces(k8s)
     return k8s
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.k8s_cluster import K8sCluster
+from testbed.cluster import K8sCluster
 
 TAINT = "example.com/no-kubelet"
 

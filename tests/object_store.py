@@ -1,138 +1,38 @@
-"""Session fixture for the local S3-compatible object store (hack/object-store; see
-docs/local-cluster.md, "Object store").
+"""Session fixtures for the S3-compatible store (hack/object-store; docs/local-cluster.md,
+"Object store"), over testbed.object_store. Both fail, never skip, when the store cannot be
+built or come up.
 
-`object_store` runs `hack/object-store up` once per session on the running local cluster (a
-cold start builds versitygw, minutes) and fails, never skips, when it cannot come up. From the
-host the store is reached through `kubectl port-forward` on 127.0.0.1 (`.port_forward()`); Pods
-use `.endpoint`. Credentials come from the Secret the script made.
+`s3_store`: versitygw on 127.0.0.1 for the module tests, no Kubernetes; a bucket per test::
+
+    def test_x(s3_store):
+        bucket = s3_store.new_bucket()
+        option = s3_store.option(bucket)     # the modules' `s3` option
+        s3_store.client().list_objects(bucket)
+
+`object_store`: `hack/object-store up` once per session on the running local cluster (a cold
+start builds versitygw, minutes). From the host the store is reached through `kubectl
+port-forward` on 127.0.0.1 (`.port_forward()`); Pods use `.endpoint`. Credentials come from the
+Secret the script made.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import re
-import select
-import subprocess
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
-from tests.s3_local import stop_process
+from testbed.cluster import K8sCluster
+from testbed.object_store import LocalS3, ObjectStore, in_cluster_store, running_store
 from tests.session_lock import exclusive
 
-if TYPE_CHECKING:
-    from minio import Minio
 
-OBJECT_STORE = REPO / "hack" / "object-store"
-NAMESPACE = "object-store"
-SERVICE_PORT = 9000
-REGION = "us-east-1"
-UP_TIMEOUT = 1800  # a cold start builds versitygw from source
-_FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
-
-
-@dataclass(frozen=True)
-class ObjectStore:
-    cluster: K8sCluster
-    endpoint: str  # as Pods see it
-    access_key: str
-    secret_key: str
-
-    def client(
-        self, url: str, access_key: str | None = None, secret_key: str | None = None
-    ) -> Minio:
-        """A minio-py client for url (http://host:port), with the store's credentials unless
-        others are given. The region is given, so the client never asks for the bucket's."""
-        from minio import Minio  # here: loading this plugin must not need the package
-
-        parts = urlsplit(url)
-        return Minio(
-            parts.netloc,
-            access_key=access_key or self.access_key,
-            secret_key=secret_key or self.secret_key,
-            secure=parts.scheme == "https",
-            region=REGION,
-        )
-
-    @contextmanager
-    def port_forward(self, timeout: float = 30) -> Iterator[str]:
-        """Forward a free port on 127.0.0.1 to Service s3; yields http://127.0.0.1:PORT.
-
-        kubectl binds the Service to one Pod when it starts: after that Pod is gone, open a new
-        forward."""
-        proc = subprocess.Popen(
-            [
-                str(self.cluster.kubectl_path),
-                "--kubeconfig",
-                str(self.cluster.kubeconfig),
-                "-n",
-                NAMESPACE,
-                "port-forward",
-                "--address",
-                "127.0.0.1",
-                "service/s3",
-                f":{SERVICE_PORT}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            yield f"http://127.0.0.1:{_forwarded_port(proc, timeout)}"
-        finally:
-            stop_process(proc, grace=5)
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-
-
-def _forwarded_port(proc: subprocess.Popen[str], timeout: float) -> int:
-    assert proc.stdout is not None and proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if not ready:
-            break
-        line = proc.stdout.readline()
-        if not line:  # kubectl exited
-            raise AssertionError(f"kubectl port-forward failed: {proc.stderr.read()}")
-        if match := _FORWARDING.search(line):
-            return int(match.group(1))
-    raise AssertionError(f"kubectl port-forward printed no local port within {timeout}s")
-
-
-def object_store_up() -> str:
-    """Run `hack/object-store up` (idempotent); returns the in-cluster endpoint it prints."""
-    proc = subprocess.run(
-        [str(OBJECT_STORE), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT, check=False
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        pytest.fail(f"hack/object-store up failed ({proc.returncode}):\n{tail}")
-    return proc.stdout.strip()
-
-
-def read_credentials(cluster: K8sCluster) -> tuple[str, str]:
-    out = cluster.kubectl("-n", NAMESPACE, "get", "secret", "s3-credentials", "-o", "json").stdout
-    data = json.loads(out)["data"]
-    return (
-        base64.b64decode(data["accessKeyId"]).decode(),
-        base64.b64decode(data["secretAccessKey"]).decode(),
-    )
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    with running_store(tmp_path_factory.mktemp("s3")) as store:
+        yield store
 
 
 @pytest.fixture(scope="session")
 def object_store(k8s_cluster: K8sCluster) -> ObjectStore:
     with exclusive("object-store"):
-        endpoint = object_store_up()
-    access_key, secret_key = read_credentials(k8s_cluster)
-    return ObjectStore(
-        cluster=k8s_cluster, endpoint=endpoint, access_key=access_key, secret_key=secret_key
-    )
+        return in_cluster_store(k8s_cluster)

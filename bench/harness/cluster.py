@@ -1,152 +1,23 @@
-"""The local Kubernetes the cluster benchmarks run on (hack/cluster, docs/local-cluster.md):
-bringing it up, kubectl and the API, bounded waits, and small readers of what runs there.
-
-Every wait is bounded. A failing `hack/cluster` ends the benchmark with its output's tail.
+"""What the cluster benchmarks read and write in the local Kubernetes (testbed.cluster brings it
+up and holds kubectl, waits and port-forwards): the API through the watcher's own layer,
+EtcdCluster manifests, and small readers of what runs there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
-import re
-import select
-import subprocess
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from etcd_runbook_operator.kube import ApiException, Kube, load_api_client
+from testbed.cluster import K8sCluster, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER = REPO / "hack" / "cluster"
-UP_TIMEOUT = 3600  # a cold start builds Kubernetes from source
 GROUP_PATH = "/apis/etcd.runbook.io/v1alpha1"
-FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
-
-T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class K8sCluster:
-    kubeconfig: Path
-    bin_dir: Path
-
-    @property
-    def kubectl_path(self) -> Path:
-        return self.bin_dir / "kubectl"
-
-    def kubectl(
-        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the pinned kubectl against this cluster; output captured as text."""
-        cmd = [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args]
-        proc = subprocess.run(
-            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if check and proc.returncode != 0:
-            raise RuntimeError(
-                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
-            )
-        return proc
-
-    def kube(self) -> Kube:
-        """The watcher's own API layer, with this cluster's admin kubeconfig."""
-        return Kube(load_api_client(str(self.kubeconfig)))
-
-
-def hack_cluster(*args: str, timeout: float) -> str:
-    """`hack/cluster ARGS`; its answer (stdout)."""
-    proc = subprocess.run(
-        [str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        raise SystemExit(f"hack/cluster {' '.join(args)} failed ({proc.returncode}):\n{tail}")
-    return proc.stdout.strip()
-
-
-def cluster_up(nodes: int | None = None) -> K8sCluster:
-    """The local cluster, reused when it runs, with `nodes` nodes (hack/cluster's default, one,
-    when not given); nodes beyond them are removed."""
-    count = ["--nodes", str(nodes)] if nodes is not None else []
-    kubeconfig = hack_cluster("up", *count, timeout=UP_TIMEOUT)
-    return K8sCluster(kubeconfig=Path(kubeconfig), bin_dir=Path(hack_cluster("bin", timeout=30)))
-
-
-def wait_for(
-    cond: Callable[[], T], timeout: float = 120, interval: float = 0.5, what: str = ""
-) -> T:
-    """Poll cond until it returns a truthy value (returned); exceptions count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = cond()
-            if value:
-                return value
-            last = value
-        except Exception as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"timed out after {timeout}s waiting for {what or cond}: last {last!r}"
-            )
-        time.sleep(interval)
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """SIGTERM, then SIGKILL after `grace` seconds; always reaped."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-@contextlib.contextmanager
-def port_forward(k8s: K8sCluster, ns: str, target: str, port: int) -> Iterator[int]:
-    """kubectl port-forward on 127.0.0.1; yields the local port, always stopped."""
-    proc = subprocess.Popen(
-        [
-            str(k8s.kubectl_path),
-            "--kubeconfig",
-            str(k8s.kubeconfig),
-            "-n",
-            ns,
-            "port-forward",
-            "--address",
-            "127.0.0.1",
-            target,
-            f":{port}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        deadline = time.monotonic() + 30
-        local = 0
-        while not local:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
-            if not ready:
-                raise TimeoutError(f"port-forward {target}: no local port within 30 s")
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"port-forward {target} failed: {proc.stderr.read()}")
-            if match := FORWARDING.search(line):
-                local = int(match.group(1))
-        yield local
-    finally:
-        stop_process(proc, grace=5)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+def admin_kube(k8s: K8sCluster) -> Kube:
+    """The watcher's own API layer, with the cluster's admin kubeconfig."""
+    return Kube(load_api_client(str(k8s.kubeconfig)))
 
 
 def etcd_cluster(name: str, **spec: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One real etcd member on loopback for benchmarks: started, filled, always stopped.
 
-Kept apart from the test fixtures on purpose: a benchmark needs only a single member with a
-large database, and must not depend on pytest.
+Apart from the loopback clusters of the tests (tests/etcd_cluster.py) on purpose: a benchmark
+needs only a single member with a large database, and must not depend on pytest. Its binaries
+and ports come from the test bed (testbed.host).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,24 +21,7 @@ import grpc
 from etcd3aio._protobuf import KVStub, PutRequest, StatusRequest
 from etcd3aio._protobuf import MaintenanceStub as _MaintenanceStub
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def etcd_bin_dir(version: str) -> Path:
-    """The directory hack/etcd-bin builds (or finds cached) for `version`."""
-    out = subprocess.run(
-        ["python3", str(REPO / "hack" / "etcd-bin"), version],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return Path(out.stdout.strip())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from testbed.host import free_port, stop_process
 
 
 @dataclass
@@ -92,12 +74,7 @@ def running_member(bin_dir: Path, quota_bytes: int) -> Iterator[Member]:
         wait_ready(member)
         yield member
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, grace=20)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -3,8 +3,9 @@ does to EtcdClusters.
 
 The operator runs either in the local Kubernetes as users deploy it (`InCluster`: config/default
 and the image hack/build-operator-image builds, both from a committed tree, so others' edits in
-progress stay out of the measured operator), or as a host process with its ServiceAccount's
-rights (`HostOperator`: hack/run-operator-as-sa), watching one namespace.
+progress stay out of the measured operator; testbed.operator_incluster deploys it), or as a host
+process with its ServiceAccount's rights (testbed.operator_process's OperatorProcess:
+hack/run-operator-as-sa), watching one namespace.
 """
 
 from __future__ import annotations
@@ -14,34 +15,29 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bench.harness.cluster import GROUP_PATH, K8sCluster, available, etcd_cluster, wait_for
-from bench.harness.etcd_member import free_port
-
-REPO = Path(__file__).resolve().parents[2]
-NAMESPACE = "etcd-operator-system"
-DEPLOYMENT = "etcd-runbook-operator"
-SELECTOR = "app.kubernetes.io/name=etcd-runbook-operator"
-# What the operator container runs as its PID 1 (found in /proc: the node is this machine).
-ENTRY = b"/opt/etcd-runbook-operator/operator.py"
-BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
-# The host process runs under the administrator's allow-lists the end-to-end suite gives its
-# own (docs/install.md), so a host figure is of the operator those tests prove.
-ALLOW_LISTS = {
-    "ETCD_RUNBOOK_ALLOWED_REPOSITORIES": "gcr.io/etcd-development/etcd",
-    "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES": "etcd-e2e-allowed",
-}
+from bench.harness.cluster import GROUP_PATH, admin_kube, available, etcd_cluster
+from testbed.cluster import K8sCluster, wait_for
+from testbed.host import REPO
+from testbed.operator_incluster import (
+    DEPLOYMENT,
+    NAMESPACE,
+    SELECTOR,
+    deploy,
+    operator_pid,
+    replicas,
+    wait_running,
+)
+from testbed.operator_process import OperatorProcess
 
 
 def one_member_cluster(name: str) -> dict[str, Any]:
@@ -63,113 +59,6 @@ def operator_tree(ref: str, into: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
     return into
-
-
-def deploy(k8s: K8sCluster, root: Path) -> str:
-    """Build (cached by content key) and import the image of the tree `root`, apply its
-    config/default, roll the Deployment onto the image; returns the image's key tag."""
-    build = subprocess.run(
-        [str(root / "hack" / "build-operator-image")],
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    if build.returncode != 0:
-        raise RuntimeError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
-    key = subprocess.run(
-        [str(root / "hack" / "build-operator-image"), "--print-key"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()[:16]
-    # Applied with the image's key already in its Pod template, so the Deployment never runs a
-    # Pod of another template (one replaced while still starting took minutes to go).
-    rendered = k8s.kubectl("kustomize", str(root / "config" / "default")).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
-    for doc in docs:
-        if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
-            template = doc["spec"]["template"]["metadata"]
-            template.setdefault("annotations", {})["etcd.runbook.io/image"] = f"key-{key}"
-            # hack/run-operator-as-sa scales it to 0.
-            doc["spec"]["replicas"] = 1
-    k8s.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    k8s.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
-    )
-    k8s.kubectl(
-        "-n",
-        NAMESPACE,
-        "rollout",
-        "status",
-        f"deployment/{DEPLOYMENT}",
-        "--timeout=300s",
-        timeout=320,
-    )
-    return f"key-{key}"
-
-
-def replicas(k8s: K8sCluster) -> str:
-    """The operator Deployment's replicas as asked now ("0" without one): what a benchmark
-    that deploys the operator puts back at its end."""
-    asked = k8s.kubectl(
-        "-n",
-        NAMESPACE,
-        "get",
-        "deployment",
-        DEPLOYMENT,
-        "-o",
-        "jsonpath={.spec.replicas}",
-        check=False,
-    )
-    return asked.stdout.strip() or "0"
-
-
-def wait_running(k8s: K8sCluster, seconds: float = 180) -> None:
-    """The in-cluster operator's Pod Ready. A Pod of an earlier template may still be
-    terminating and never turns Ready: first wait for it to go."""
-
-    def none_terminating() -> bool:
-        out = k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json")
-        items = json.loads(out.stdout).get("items", [])
-        return not any(p["metadata"].get("deletionTimestamp") for p in items)
-
-    wait_for(none_terminating, timeout=seconds, interval=1, what="old Pods gone")
-    k8s.kubectl(
-        "-n",
-        NAMESPACE,
-        "wait",
-        "--for=condition=Ready",
-        "pod",
-        "-l",
-        SELECTOR,
-        f"--timeout={int(seconds)}s",
-        timeout=seconds + 20,
-    )
-
-
-def operator_host_pids() -> list[int]:
-    """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if ENTRY not in (entry / "cmdline").read_bytes():
-                continue
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if len(nspid) > 1 and nspid[-1] == "1":
-            found.append(int(entry.name))
-    return found
-
-
-def in_cluster_pid() -> int:
-    pids = operator_host_pids()
-    assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
-    return pids[0]
 
 
 class InCluster:
@@ -211,7 +100,7 @@ class InCluster:
             self.k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json").stdout
         )["items"][0]
         # The Pod network is routed to this machine (hack/cluster): /metrics by the Pod's IP.
-        return Bench(self.k8s, "", f"{pod['status']['podIP']}:8080", in_cluster_pid)
+        return Bench(self.k8s, "", f"{pod['status']['podIP']}:8080", operator_pid)
 
     def stop(self) -> None:
         self.k8s.kubectl(
@@ -225,75 +114,6 @@ class InCluster:
         )
         if self.tree != REPO:
             shutil.rmtree(self.tree, ignore_errors=True)
-
-
-# --- on the host -------------------------------------------------------------------------------
-class HostOperator:
-    """operator.py as a host process with its ServiceAccount's rights (hack/run-operator-as-sa,
-    which installs the CRD and RBAC), watching `namespace`; its output goes to
-    `workdir`/operator.log and its runs' artifacts to `workdir`/artifacts."""
-
-    def __init__(
-        self, k8s: K8sCluster, namespace: str, workdir: Path, extra_args: list[str]
-    ) -> None:
-        self.k8s = k8s
-        self.namespace = namespace
-        self.workdir = workdir
-        # Appended last, so they override the defaults below (argparse keeps the last value).
-        self.extra_args = extra_args
-        self.metrics_address = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.metrics_address = f"127.0.0.1:{free_port()}"
-        env = dict(os.environ)
-        # kubectl for the runbooks' port-forwards (the operator runs outside the cluster).
-        env["PATH"] = f"{self.k8s.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        env["KUBECONFIG"] = str(self.k8s.kubeconfig)
-        env.update(ALLOW_LISTS)
-        cmd = [
-            str(REPO / "hack" / "run-operator-as-sa"),
-            "--",
-            "--namespace",
-            self.namespace,
-            "--leader-election-id",
-            f"bench-{uuid.uuid4().hex[:8]}",
-            "--artifacts-dir",
-            str(self.workdir / "artifacts"),
-            "--metrics-bind-address",
-            self.metrics_address,
-            "--health-probe-bind-address",
-            f"127.0.0.1:{free_port()}",
-            "--reconcile-period",
-            "300",
-            *self.extra_args,
-        ]
-        with (self.workdir / "operator.log").open("wb") as log:
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def wait_running(self, seconds: float) -> None:
-        time.sleep(seconds)
-        if self.proc is None or self.proc.poll() is not None:
-            log = (self.workdir / "operator.log").read_text(errors="replace")
-            raise RuntimeError("the operator did not keep running:\n" + log[-4000:])
-
-    def stop(self) -> None:
-        """SIGTERM to its process group (the operator and the playbook it runs), SIGKILL
-        after a minute."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        self.proc = None
 
 
 def add_where_arguments(parser: argparse.ArgumentParser) -> None:
@@ -324,11 +144,11 @@ def operator_watching(
     EtcdCluster in `ns` is deleted (the operator still runs to finalize them), the operator
     stopped or scaled back, and `ns` deleted."""
     k8s.kubectl("create", "namespace", ns)
-    host: HostOperator | None = None
+    host: OperatorProcess | None = None
     incluster: InCluster | None = None
     try:
         if where == "host":
-            host = HostOperator(k8s, ns, workdir, host_args)
+            host = OperatorProcess(k8s, ns, workdir, host_args, lease_prefix="bench")
             host.start()
             host.wait_running(3)
             bench = Bench(k8s, ns, host.metrics_address, host.pid)
@@ -370,7 +190,7 @@ class Bench:
         self.ns = ns
         self.metrics_address = metrics_address
         self.pid = pid
-        self.kube = k8s.kube()
+        self.kube = admin_kube(k8s)
         self.image = ""  # the in-cluster operator's image key tag
 
     # --- reading -----------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bench.harness.cluster import gone, wait_for
+from bench.harness.cluster import gone
 from etcd_runbook_operator.kube import Kube
+from testbed.cluster import wait_for
 
 SIZE = 3
 STATIC_LABEL = "bench.etcd.runbook.io/static"

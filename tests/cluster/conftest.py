@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 
 VERSIONS = REPO / "hack" / "cluster.d" / "versions.sh"
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 
 pytestmark = pytest.mark.cluster
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.cluster.conftest import etcdctl_pod, pod_phase, run_to_completion
-from tests.k8s_cluster import K8sCluster
 
 pytestmark = pytest.mark.cluster
 

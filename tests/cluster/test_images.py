@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
+from testbed.host import REPO
 from tests.cluster.conftest import run_to_completion
-from tests.k8s_cluster import REPO
 
 pytestmark = pytest.mark.cluster
 

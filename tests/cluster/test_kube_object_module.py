@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 pytestmark = pytest.mark.cluster
 

@@ -19,8 +19,8 @@ import pytest
 from minio import Minio
 from minio.error import S3Error
 
-from tests.k8s_cluster import K8sCluster
-from tests.object_store import NAMESPACE, ObjectStore, object_store_up
+from testbed.cluster import K8sCluster
+from testbed.object_store import NAMESPACE, ObjectStore, object_store_up
 
 pytestmark = pytest.mark.cluster
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from etcd_runbook.rules import etcd_plan
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 from tests.kubelet_less import force_delete, kubelet_less_node, renew, run_there
 
 pytestmark = pytest.mark.cluster

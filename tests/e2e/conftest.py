@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.helpers import Operator
-from tests.e2e.operator_incluster import (
+from testbed.cluster import K8sCluster, cluster_up
+from testbed.host import REPO
+from testbed.operator_incluster import (
     ALLOW_LISTS,
     DEPLOYMENT,
     FAULT_POINTS,
@@ -24,8 +25,8 @@ from tests.e2e.operator_incluster import (
     InClusterOperator,
     deploy,
 )
-from tests.e2e.operator_process import OperatorProcess
-from tests.k8s_cluster import REPO, UP_TIMEOUT, K8sCluster, run_cluster
+from testbed.operator_process import OperatorProcess
+from tests.e2e.helpers import Operator
 from tests.session_lock import exclusive, shared
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
@@ -101,7 +102,7 @@ def _operator(
         op = InClusterOperator(k8s_cluster)
     else:
         request.getfixturevalue("operator_api")
-        op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path)
+        op = OperatorProcess(k8s_cluster, k8s_namespace, tmp_path, lease_prefix="e2e")
     op.start()
     op.wait_running()
     try:
@@ -147,7 +148,7 @@ def three_nodes(k8s_cluster: K8sCluster) -> Iterator[list[str]]:
     """The local Kubernetes on three nodes (hack/cluster up --nodes 3) for the suites marked
     `nodes`; back to one node at the end, as `make demo` and the other suites expect. Asked
     for before the operator, so its image goes into every node."""
-    run_cluster("up", "--nodes", "3", timeout=UP_TIMEOUT)
+    cluster_up(nodes=3)
     try:
         nodes = k8s_cluster.kubectl(
             "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"
@@ -155,4 +156,4 @@ def three_nodes(k8s_cluster: K8sCluster) -> Iterator[list[str]]:
         assert sorted(nodes) == ["erop-node0", "erop-node1", "erop-node2"], nodes
         yield sorted(nodes)
     finally:
-        run_cluster("up", "--nodes", "1", timeout=UP_TIMEOUT)
+        cluster_up(nodes=1)

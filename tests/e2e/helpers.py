@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.operator_incluster import InClusterOperator
-from tests.e2e.operator_process import OperatorProcess
-from tests.k8s_cluster import K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.operator_incluster import InClusterOperator
+from testbed.operator_process import OperatorProcess
 
 # The e2e tests drive either; both have start, kill, stop, wait_running and log_tail.
 Operator = InClusterOperator | OperatorProcess

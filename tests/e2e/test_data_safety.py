@@ -22,6 +22,10 @@ from cryptography.exceptions import InvalidSignature
 
 from etcd_runbook.clients.etcd_tls import issue_material
 from etcd_runbook.rules import etcd_manifests
+from testbed.cluster import K8sCluster, KubectlError
+from testbed.host import REPO
+from testbed.object_store import credentials_secret
+from testbed.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -34,8 +38,7 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
-from tests.k8s_cluster import REPO, K8sCluster, namespace_for_test
+from tests.k8s_cluster import namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -333,7 +336,7 @@ def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: li
         svc = f"https://{pod.rsplit('-', 1)[0]}-client.{ns}.svc.cluster.local:2379"
         try:
             out = etcdctl(k8s, ns, pod, "put", key, str(i), endpoint=svc)
-        except AssertionError:
+        except KubectlError:
             continue
         if out.strip() == "OK":
             acked.append(key)
@@ -552,10 +555,7 @@ def test_the_operator_writes_only_what_it_owns(
     apply(k8s, ns, etcd_cluster("kept", size=1))
     for name in ("taken-a", "taken-b", "taken-c", "taken-d"):
         apply(k8s, ns, etcd_cluster(name, size=1))
-    k8s.kubectl(
-        "-n", ns, "create", "secret", "generic", "s3",
-        "--from-literal=accessKeyId=a", "--from-literal=secretAccessKey=b",
-    )  # fmt: skip
+    credentials_secret(k8s, ns, "s3", "a", "b")
     s3 = {"endpoint": "http://127.0.0.1:9", "bucket": "nowhere", "credentialsSecret": "s3"}
     for name, schedule in (("nightly", "0 3 * * *"), ("once", ""), ("weekly", "")):
         spec: dict[str, Any] = {"clusterName": "taken-a", "destination": {"s3": s3}}

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
+from testbed.object_store import ObjectStore, credentials_secret
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -27,8 +30,6 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.k8s_cluster import REPO, K8sCluster
-from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -74,19 +75,6 @@ def backup_claim(name: str, marked: bool = True) -> dict:
         "metadata": {"name": name, "labels": labels},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
-
-
-def credentials_secret(k8s: K8sCluster, ns: str, name: str, access: str, secret: str) -> None:
-    k8s.kubectl(
-        "-n",
-        ns,
-        "create",
-        "secret",
-        "generic",
-        name,
-        f"--from-literal=accessKeyId={access}",
-        f"--from-literal=secretAccessKey={secret}",
-    )
 
 
 def wait_phase(k8s: K8sCluster, ns: str, name: str, phases: set[str], timeout: float) -> dict:

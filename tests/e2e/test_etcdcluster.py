@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
+from testbed.object_store import ObjectStore, credentials_secret
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -23,9 +26,7 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.test_etcdbackup import backup, credentials_secret
-from tests.k8s_cluster import REPO, K8sCluster
-from tests.object_store import ObjectStore
+from tests.e2e.test_etcdbackup import backup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

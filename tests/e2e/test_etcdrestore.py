@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
+from testbed.object_store import ObjectStore, credentials_secret
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
     TLS_ARGS,
     Operator,
@@ -31,17 +34,13 @@ from tests.e2e.helpers import (
     wait_available,
 )
 from tests.e2e.helpers import etcd_cluster as cluster_manifest
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.test_etcdbackup import (
     backup,
     backup_claim,
-    credentials_secret,
     playbook_by_hand,
     volume_backup,
 )
 from tests.e2e.test_etcdbackup import wait_phase as wait_backup
-from tests.k8s_cluster import K8sCluster
-from tests.object_store import ObjectStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -24,8 +26,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE
-from tests.k8s_cluster import K8sCluster
 
 IN_CLUSTER = os.environ.get("E2E_OPERATOR", "in-cluster") != "process"
 pytestmark = [

@@ -1,7 +1,7 @@
 """Least privilege, end to end: the operator deployed in the cluster (conftest.py) runs under an
-administrator's allow-lists (operator_incluster.ALLOW_LISTS); an EtcdCluster asking for an image
-repository or a PriorityClass outside them is refused naming the field, and nothing is made for
-it (the rights of each install: tests/operator/test_labelled_namespaces.py and
+administrator's allow-lists (testbed.operator_incluster.ALLOW_LISTS); an EtcdCluster asking for an
+image repository or a PriorityClass outside them is refused naming the field, and nothing is made
+for it (the rights of each install: tests/operator/test_labelled_namespaces.py and
 test_etcdcluster.py's namespaced-mode test)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import Operator, apply, condition, etcd_cluster, events, get
-from tests.k8s_cluster import K8sCluster
 
 pytestmark = pytest.mark.e2e
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -20,7 +21,6 @@ from tests.e2e.helpers import (
     get,
     wait_available,
 )
-from tests.k8s_cluster import K8sCluster
 from tests.kubelet_less import force_delete, kubelet_less_node, run_there
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

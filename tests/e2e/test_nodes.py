@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster, hack_cluster
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -26,8 +28,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, SELECTOR
-from tests.k8s_cluster import K8sCluster, run_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.nodes, pytest.mark.timeout(1200)]
 
@@ -262,7 +262,7 @@ def test_members_on_a_lost_node_are_replaced_elsewhere_and_never_come_back(
         etcdctl(k8s, ns, survivor, "put", "/nodes/lost", "kept")
 
     started = time.monotonic()
-    run_cluster("node", "stop", node, timeout=120)
+    hack_cluster("node", "stop", node, timeout=120)
     deleted = False
     try:
         # Reconciles of other clusters go on: one created now, on a node that runs.
@@ -329,7 +329,7 @@ def test_members_on_a_lost_node_are_replaced_elsewhere_and_never_come_back(
         assert any(f"its node {node} no longer exists" in e["message"] for e in removed), removed
     finally:
         # A deleted Node registers again when its kubelet starts.
-        run_cluster("node", "start", node, timeout=300)
+        hack_cluster("node", "start", node, timeout=300)
 
     # The node back: its kubelet finds the old Pods deleted; the old members stay removed.
     assert deleted
@@ -439,7 +439,7 @@ def test_a_standby_operator_takes_over_when_the_leader_s_node_is_lost(
         stopped = replicas[leader]
 
         started = time.monotonic()
-        run_cluster("node", "stop", stopped, timeout=120)
+        hack_cluster("node", "stop", stopped, timeout=120)
         k8s.wait_for(
             lambda: lease_holder(k8s).startswith(standby + "_"),
             timeout=120,
@@ -467,7 +467,7 @@ def test_a_standby_operator_takes_over_when_the_leader_s_node_is_lost(
         )
     finally:
         if stopped:
-            run_cluster("node", "start", stopped, timeout=300)
+            hack_cluster("node", "start", stopped, timeout=300)
         back = {"spec": {"replicas": 1, "template": {"spec": {"affinity": None}}}}
         k8s.kubectl("patch", *deployment, "--type=merge", "-p", json.dumps(back), check=False)
         k8s.kubectl(
@@ -544,8 +544,8 @@ def test_a_rotation_of_two_nodes_brings_the_members_back_on_their_own_volumes(
     )
     started = time.monotonic()
     try:
-        run_cluster("node", "stop", "erop-node1", timeout=120)
-        run_cluster("node", "stop", "erop-node2", timeout=120)
+        hack_cluster("node", "stop", "erop-node1", timeout=120)
+        hack_cluster("node", "stop", "erop-node2", timeout=120)
         k8s.kubectl("delete", "node", "erop-node1")
         # The pod garbage collector deletes the Pods bound to a Node that no longer exists (the
         # operator's own too, if it ran there: the Deployment makes it again elsewhere).
@@ -592,5 +592,5 @@ def test_a_rotation_of_two_nodes_brings_the_members_back_on_their_own_volumes(
         assert any(m.startswith(f"{stranded}: its node erop-node2 ") for m in moved), moved
     finally:
         # The rotated nodes come back (node 1 as a new Node) for what runs after.
-        run_cluster("node", "start", "erop-node1", timeout=300)
-        run_cluster("node", "start", "erop-node2", timeout=300)
+        hack_cluster("node", "start", "erop-node1", timeout=300)
+        hack_cluster("node", "start", "erop-node2", timeout=300)

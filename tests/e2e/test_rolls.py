@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -30,7 +31,6 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.k8s_cluster import K8sCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

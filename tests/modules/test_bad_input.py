@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ansible_adhoc import run_module
-from tests.etcd_cluster import free_port
+from testbed.ansible_adhoc import run_module
+from testbed.host import free_port
 from tests.etcd_pki import make_pki
 
 pytestmark = pytest.mark.etcd

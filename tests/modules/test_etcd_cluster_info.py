@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 pytestmark = pytest.mark.etcd
 

@@ -15,8 +15,9 @@ import grpc
 import pytest
 from etcd3aio._protobuf import AlarmRequest, KVStub, MaintenanceStub, PutRequest, StatusRequest
 
-from tests.ansible_adhoc import run_module
-from tests.etcd_cluster import EtcdCluster, etcd_bin_dir
+from testbed.ansible_adhoc import run_module
+from testbed.host import etcd_bin_dir
+from tests.etcd_cluster import EtcdCluster
 
 pytestmark = pytest.mark.etcd
 

@@ -17,7 +17,7 @@ from etcd3aio import Etcd3Client
 
 from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import ConnectionParams
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 pytestmark = pytest.mark.etcd
 

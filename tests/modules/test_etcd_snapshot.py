@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 VERSIONS = ["3.4", "3.5", "3.6"]
 BUMP = 1_000_000_000

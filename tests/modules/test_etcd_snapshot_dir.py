@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from etcd_runbook.rules import etcd_backup_plan as bp
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 BUMP = 1_000_000_000
 

@@ -1,5 +1,5 @@
 """etcd_snapshot and etcd_snapshot_store with a real S3-compatible store (versitygw on
-loopback, tests/s3_local.py) and real etcd, through the real `ansible` command.
+loopback, the `s3_store` fixture) and real etcd, through the real `ansible` command.
 
 Save to S3 and restore from it; sha256 recorded and checked; corrupt, truncated and missing
 objects refused before anything is written; wrong credentials, a missing bucket and an
@@ -22,9 +22,9 @@ import pytest
 from etcd3aio._protobuf import KVStub, PutRequest
 
 from etcd_runbook.rules import etcd_backup_plan as bp
-from tests.ansible_adhoc import run_module
-from tests.etcd_cluster import REPO, free_port
-from tests.s3_local import LocalS3
+from testbed.ansible_adhoc import run_module
+from testbed.host import REPO, free_port
+from testbed.object_store import LocalS3
 
 BUMP = 1_000_000_000
 MiB = 1024 * 1024

@@ -12,8 +12,9 @@ from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import ConnectionParams
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
 from etcd_runbook.rules import etcd_manifests
-from tests.ansible_adhoc import run_module
-from tests.etcd_cluster import EtcdCluster, etcd_bin_dir
+from testbed.ansible_adhoc import run_module
+from testbed.host import etcd_bin_dir
+from tests.etcd_cluster import EtcdCluster
 from tests.etcd_pki import Pki
 
 pytestmark = pytest.mark.etcd

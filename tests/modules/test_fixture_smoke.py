@@ -6,7 +6,8 @@ A version whose binaries cannot be built makes these tests fail with the build's
 
 import pytest
 
-from tests.etcd_cluster import EtcdClusterError, EtcdctlError, etcd_bin_dir
+from testbed.host import etcd_bin_dir
+from tests.etcd_cluster import EtcdClusterError, EtcdctlError
 
 pytestmark = pytest.mark.etcd
 

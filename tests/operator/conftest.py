@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -14,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed.cluster import K8sCluster
+from testbed.host import REPO, free_port
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:

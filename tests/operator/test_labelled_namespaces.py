@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.operator_incluster import DEPLOYMENT, NAMESPACE, replicas
-from tests.k8s_cluster import OWNER, REPO, K8sCluster, _release_finalizers, _this_process
-from tests.operator.conftest import free_port, http_get
+from testbed.cluster import K8sCluster
+from testbed.host import REPO, free_port
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, replicas
+from tests.k8s_cluster import OWNER, _release_finalizers, _this_process
+from tests.operator.conftest import http_get
 
 pytestmark = pytest.mark.cluster
 

@@ -14,7 +14,7 @@ import pytest
 
 from etcd_runbook_operator.informer import Informer
 from etcd_runbook_operator.kube import Kube, Resource
-from tests.k8s_cluster import K8sCluster
+from testbed.cluster import K8sCluster
 from tests.operator.conftest import http_get
 
 pytestmark = pytest.mark.cluster

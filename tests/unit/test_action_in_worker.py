@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from plugins.action.normal import in_library
-from tests.ansible_adhoc import REPO, run_module
+from testbed.ansible_adhoc import run_module
+from testbed.host import REPO
 
 PROBE = Path(__file__).resolve().parent / "in_worker"
 ENV = {

@@ -1,6 +1,6 @@
-"""tests.ansible_adhoc runs modules through the real ansible CLI and returns their result."""
+"""testbed.ansible_adhoc runs modules through the real ansible CLI and returns their result."""
 
-from tests.ansible_adhoc import run_module
+from testbed.ansible_adhoc import run_module
 
 
 def test_ping_returns_module_result():

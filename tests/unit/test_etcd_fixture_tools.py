@@ -1,16 +1,17 @@
-"""Pieces of the etcd fixture that need no etcd process."""
+"""Pieces of the etcd fixture and the test bed that need no etcd process."""
 
 import ipaddress
 
 import pytest
 from cryptography import x509
 
-from tests.etcd_cluster import EtcdClusterError, etcd_bin_dir, free_port
+from testbed import TestbedError
+from testbed.host import etcd_bin_dir, free_port
 from tests.etcd_pki import CLIENT_CN, make_pki
 
 
 def test_unbuildable_version_fails_with_the_build_error():
-    with pytest.raises(EtcdClusterError, match=r"hack/etcd-bin 9\.9\.1 failed") as info:
+    with pytest.raises(TestbedError, match=r"hack/etcd-bin 9\.9\.1 failed") as info:
         etcd_bin_dir("9.9.1")
     assert "unsupported minor 9.9" in str(info.value)
 

@@ -16,16 +16,20 @@ from pathlib import Path
 
 import yaml
 
-from tests.k8s_cluster import REPO, K8sCluster
+from testbed import TestbedError
+from testbed.cluster import K8sCluster
+from testbed.host import REPO
 
 NAMESPACE = "etcd-operator-system"
 DEPLOYMENT = "etcd-runbook-operator"
 SELECTOR = "app.kubernetes.io/name=etcd-runbook-operator"
+# What the operator container runs as its PID 1 (found in /proc: the node is this machine).
 ENTRY = b"/opt/etcd-runbook-operator/operator.py"
 BUILD_TIMEOUT = 1800  # a cold build makes a Debian base with debootstrap and a venv
 # The e2e suite's operator runs under an administrator's allow-lists (docs/install.md): the
 # repository every test cluster runs, and a PriorityClass no test asks for; so every test runs
-# under them, and test_least_privilege.py sees what they refuse.
+# under them, and test_least_privilege.py sees what they refuse. A benchmark's host process runs
+# under them too, so its figure is of the operator those tests prove.
 ALLOW_LISTS = {
     "ETCD_RUNBOOK_ALLOWED_REPOSITORIES": "gcr.io/etcd-development/etcd",
     "ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES": "etcd-e2e-allowed",
@@ -48,7 +52,7 @@ def deploy(k8s: K8sCluster, root: Path = REPO, env: dict[str, str] | None = None
         check=False,
     )
     if build.returncode != 0:
-        raise AssertionError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
+        raise TestbedError(f"hack/build-operator-image failed:\n{build.stderr[-4000:]}")
     key = subprocess.run(
         [str(root / "hack" / "build-operator-image"), "--print-key"],
         capture_output=True,
@@ -104,6 +108,30 @@ def replicas(k8s: K8sCluster) -> str:
     return asked.stdout.strip() or "0"
 
 
+def wait_running(k8s: K8sCluster, seconds: float = 180) -> None:
+    """The in-cluster operator's Pod Ready. A Pod of an earlier template (`apply -k` scales the
+    Deployment up before the template is patched) may still be terminating, and never turns
+    Ready: wait for it to go, then for the Pods that stay."""
+
+    def none_terminating() -> bool:
+        out = k8s.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json")
+        items = json.loads(out.stdout).get("items", [])
+        return not any(p["metadata"].get("deletionTimestamp") for p in items)
+
+    k8s.wait_for(none_terminating, timeout=seconds, interval=1, what="old Pods gone")
+    k8s.kubectl(
+        "-n",
+        NAMESPACE,
+        "wait",
+        "--for=condition=Ready",
+        "pod",
+        "-l",
+        SELECTOR,
+        f"--timeout={int(seconds)}s",
+        timeout=seconds + 20,
+    )
+
+
 def operator_host_pids() -> list[int]:
     """Host PIDs of operator processes that are PID 1 in their own PID namespace."""
     found = []
@@ -122,6 +150,14 @@ def operator_host_pids() -> list[int]:
     return found
 
 
+def operator_pid() -> int:
+    """The host PID of the one in-cluster operator process."""
+    pids = operator_host_pids()
+    if len(pids) != 1:
+        raise TestbedError(f"expected one in-cluster operator process, found {pids}")
+    return pids[0]
+
+
 class InClusterOperator:
     """The same handle as OperatorProcess (start, kill, stop, log_tail, wait_running)."""
 
@@ -134,35 +170,14 @@ class InClusterOperator:
         self.cluster.kubectl("-n", NAMESPACE, "scale", "deployment", DEPLOYMENT, "--replicas=1")
 
     def kill(self) -> None:
-        pids = operator_host_pids()
-        assert len(pids) == 1, f"expected one in-cluster operator process, found {pids}"
-        os.kill(pids[0], signal.SIGKILL)
+        os.kill(operator_pid(), signal.SIGKILL)
         self.kills += 1
 
     def stop(self) -> None:
         """The Deployment stays for the next test: stopping is the session's business."""
 
     def wait_running(self, seconds: float = 180) -> None:
-        # A Pod of an earlier template (`apply -k` scales the Deployment up before the
-        # template is patched) may still be terminating, and never turns Ready: wait for it
-        # to go, then for the Pods that stay.
-        def none_terminating() -> bool:
-            out = self.cluster.kubectl("-n", NAMESPACE, "get", "pods", "-l", SELECTOR, "-o", "json")
-            items = json.loads(out.stdout).get("items", [])
-            return not any(p["metadata"].get("deletionTimestamp") for p in items)
-
-        self.cluster.wait_for(none_terminating, timeout=seconds, interval=1, what="old Pods gone")
-        self.cluster.kubectl(
-            "-n",
-            NAMESPACE,
-            "wait",
-            "--for=condition=Ready",
-            "pod",
-            "-l",
-            SELECTOR,
-            f"--timeout={int(seconds)}s",
-            timeout=seconds + 20,
-        )
+        wait_running(self.cluster, seconds)
 
     def log_tail(self, lines: int = 60) -> str:
         out = []

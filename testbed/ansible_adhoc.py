@@ -1,8 +1,9 @@
 """Run one Ansible module the way a person does: `ansible localhost -m MODULE -a JSON`.
 
 Module tests call `run_module` so each case goes through the real ansible CLI, the repo's
-ansible.cfg (library/, module_utils/, the localhost inventory) and a real module process.
-The JSON stdout callback makes the per-host result machine readable.
+ansible.cfg (library/, module_utils/, the localhost inventory) and a real module process; the
+snapshot benchmarks do, so their end-to-end figure includes ansible's start-up. The JSON stdout
+callback makes the per-host result machine readable.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from testbed import TestbedError
+from testbed.host import REPO
+
 ANSIBLE = REPO / ".venv" / "bin" / "ansible"
 
 
-class AdhocError(RuntimeError):
+class AdhocError(TestbedError):
     """ansible itself failed before yielding a module result (bad CLI use, parse error)."""
 
 

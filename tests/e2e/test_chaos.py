@@ -32,9 +32,9 @@ import grpc
 import pytest
 from etcd3aio._protobuf import KVStub, PutRequest, RangeRequest
 
+from testbed.cluster import K8sCluster
 from tests.chaos.history import History, check
 from tests.e2e.helpers import Operator, apply, etcd_cluster, get, member_list, pods, wait_available
-from tests.k8s_cluster import K8sCluster
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 40)
 pytestmark = [

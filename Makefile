@@ -63,17 +63,16 @@ chaos: venv
 test-cluster: venv
 	$(PYTEST) -q -n 2 --dist worksteal -m cluster tests/cluster tests/operator
 
-# One scenario at a time: side by side (5 min instead of 8.6) the load made members miss
-# health checks, and a scenario's promote and verify failed on it.
+# One scenario at a time: side by side (5.2 min) the load made members miss health checks,
+# and a scenario's promote and verify failed on it.
 test-molecule: venv
 	hack/cluster up >/dev/null
 	molecule test --all
 
 # Independent tests run side by side (each in its own namespace, one operator for all). Those
 # that stop or kill the operator (the chaos run through it among them, 40 s of faults) run
-# after them, one by one: among the others, each made the
-# other worker wait first for the test it was running, then for it (about 6 minutes of a run).
-# E2E_WORKERS=1: everything one by one.
+# after them, one by one: among the others, each made the other worker wait first for the
+# test it was running, then for it (about 6 minutes of a run). E2E_WORKERS=1: all one by one.
 E2E_WORKERS ?= 2
 test-e2e: venv
 	$(PYTEST) -q -n $(E2E_WORKERS) --dist worksteal --durations=0 \

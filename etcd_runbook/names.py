@@ -76,6 +76,8 @@ ANN_UPGRADE_WITHOUT_SNAPSHOT = f"{GROUP}/upgrade-without-snapshot"
 # A person's switches for deletion: also delete the member volumes; delete while paused.
 ANN_DELETE_VOLUMES = f"{GROUP}/delete-volumes"
 ANN_DELETE_WHILE_PAUSED = f"{GROUP}/delete-while-paused"
+# A person's request to recover a lost majority: the survivor or EtcdBackup, and the cluster ID.
+ANN_RECOVER_QUORUM = f"{GROUP}/recover-quorum"
 
 # --- Annotations on other objects -----------------------------------------------------------
 # Where something came from: on a CA Secret put back from what the members trust, the Secret

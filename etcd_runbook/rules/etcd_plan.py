@@ -41,6 +41,7 @@ from etcd_runbook.rules.cluster import (
     bootstrap,
     members,
     nodes,
+    recover,
     recovery,
     result,
     roll,
@@ -69,6 +70,7 @@ STEPS: tuple[Callable[[_Observed, Decided], Decided], ...] = (
     upgrade.plan_versions,  # the spec's, TLS Secrets' and version's refusals; the gate
     members.plan_lost_data,  # a member whose guard tripped: never healed, replaced
     recovery.plan_majority_lost,  # no quorum, and a majority's data gone: said, not acted on
+    recover.plan_recover_request,  # a person's recovery request: checked, recorded, said
     nodes.plan_node_loss,  # members no node runs; those moved on their own volume
     roll.plan_standing,  # member Pods on the spec (renewed) and not yet (outdated)
     roll.plan_rolled,  # the members on their new Pod: halted, failing, settling

@@ -21,6 +21,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
 from etcd_runbook.clients.etcd_tls import issue_material
+from etcd_runbook.names import ANN_RECOVER_QUORUM
 from etcd_runbook.rules import etcd_manifests
 from testbed.cluster import K8sCluster, KubectlError
 from testbed.host import REPO
@@ -313,6 +314,41 @@ def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(
         interval=0.5,
         what="a MajorityDataLost Warning Event",
     )
+
+    # A person asks for a recovery: a request for another cluster ID is refused, naming the
+    # key; one for this cluster is checked and recorded, with what it would leave behind.
+    cluster_id = obj["status"]["clusterID"]
+    for value, action, reason, event in (
+        (f"member={survivor} clusterID=b0b", "refuse", "ClusterIDMismatch", "RecoveryRefused"),
+        (
+            f"member={survivor} clusterID={cluster_id}",
+            "from_member",
+            "FromNewestSurvivor",
+            "RecoveryChosen",
+        ),
+    ):
+        k8s.kubectl(
+            "-n", ns, "annotate", "--overwrite", f"etcd/{name}", f"{ANN_RECOVER_QUORUM}={value}"
+        )
+
+        def decided(value: str = value) -> dict[str, Any]:
+            recovery = get(k8s, ns, "etcd", name).get("status", {}).get("recovery") or {}
+            return recovery if recovery.get("asked") == value else {}
+
+        recovery = k8s.wait_for(
+            decided, timeout=60, interval=0.5, what=f"status.recovery of {value}"
+        )
+        assert (recovery["action"], recovery["reason"]) == (action, reason), recovery
+        assert recovery["message"].startswith("recover-quorum: "), recovery
+
+        def said(event: str = event) -> list[dict[str, Any]]:
+            return [e for e in events(k8s, ns, event) if e["message"].startswith("recover-quorum:")]
+
+        k8s.wait_for(said, timeout=30, interval=0.5, what=f"a {event} Event")
+    assert recovery["source"] == survivor and recovery["carriedOut"] is False, recovery
+    assert recovery["raftIndex"] >= row["raftIndex"], recovery
+    assert sorted(m["name"] for m in recovery["leftBehind"]) == sorted(doomed), recovery
+    assert all(m["dataLost"] for m in recovery["leftBehind"]), recovery
 
     # It stays so, and nothing is done to the survivor.
     deadline = time.monotonic() + 30

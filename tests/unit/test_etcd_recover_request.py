@@ -12,6 +12,7 @@ import pytest
 from etcd_runbook.rules import etcd_plan as ep
 from etcd_runbook.rules.cluster import recover as rr
 from etcd_runbook.rules.cluster.recovery import newest
+from tests.unit.test_etcd_plan import healthy3
 from tests.unit.test_etcd_recovery import lost_facts
 
 CID = "c1d"
@@ -492,3 +493,109 @@ def test_every_combination_keeps_the_rules_that_keep_data():
             assert request.accept_older or not survivors, case
             assert d.revision == 36, case
     assert seen >= REASONS | {"FromNewestSurvivor", "FromOlderSurvivor", "FromBackup"}
+
+
+# --- the request on the EtcdCluster, through the plan and the report ------------------------
+
+
+def annotated(facts: dict[str, Any], value: str | None) -> dict[str, Any]:
+    if value is not None:
+        facts["object"]["metadata"]["annotations"] = {rr.ANN_RECOVER_QUORUM: value}
+    return facts
+
+
+def majority_lost() -> dict[str, Any]:
+    return lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)})
+
+
+def healthy() -> dict[str, Any]:
+    return healthy3()
+
+
+@pytest.mark.parametrize(
+    "facts, value, action, reason, event",
+    [
+        (majority_lost, None, None, None, None),
+        (
+            majority_lost,
+            f"member=e-0 clusterID={CID}",
+            "from_member",
+            "FromNewestSurvivor",
+            "RecoveryChosen",
+        ),
+        (
+            majority_lost,
+            "member=e-0 clusterID=b0b",
+            "refuse",
+            "ClusterIDMismatch",
+            "RecoveryRefused",
+        ),
+        (majority_lost, f"member=e-1 clusterID={CID}", "refuse", "NotASurvivor", "RecoveryRefused"),
+        (majority_lost, "member=e-0", "refuse", "RequestInvalid", "RecoveryRefused"),
+        (
+            majority_lost,
+            f"backup=nightly clusterID={CID}",
+            "refuse",
+            "SurvivorExists",
+            "RecoveryRefused",
+        ),
+        (
+            majority_lost,
+            f"backup=nightly clusterID={CID} acceptOlder=true",
+            "refuse",
+            "BackupNotFound",
+            "RecoveryRefused",
+        ),
+        (healthy, f"member=e-0 clusterID={CID}", "refuse", "QuorumAnswers", "RecoveryRefused"),
+    ],
+)
+def test_the_request_is_decided_on_each_run_and_recorded_in_status(
+    facts, value, action, reason, event
+):
+    r = ep.report(annotated(facts(), value))
+    recovery = r["status"]["recovery"]
+    events = [e for e in r["events"] if e["reason"].startswith("Recovery")]
+    if action is None:
+        assert recovery is None and events == []
+        return
+    assert (recovery["action"], recovery["reason"]) == (action, reason), recovery
+    assert recovery["message"].startswith("recover-quorum: ")
+    assert events == [{"type": "Warning", "reason": event, "message": recovery["message"]}]
+
+
+def test_a_chosen_survivor_is_recorded_with_what_is_left_behind_and_not_carried_out():
+    recovery = ep.report(annotated(majority_lost(), f"member=e-0 clusterID={CID}"))["status"][
+        "recovery"
+    ]
+    assert recovery["asked"] == f"member=e-0 clusterID={CID}"
+    assert (recovery["source"], recovery["raftIndex"], recovery["revision"]) == ("e-0", 40, 30)
+    assert recovery["leftBehind"] == [
+        {"name": "e-1", "dataLost": True, "raftIndex": None, "revision": None},
+        {"name": "e-2", "dataLost": True, "raftIndex": None, "revision": None},
+    ]
+    assert recovery["carriedOut"] is False
+    assert "does not carry it out" in recovery["message"]
+
+
+def test_a_request_that_cannot_be_read_names_the_annotation_and_its_key():
+    recovery = ep.report(annotated(majority_lost(), "member=e-0 clusterId=c1d"))["status"][
+        "recovery"
+    ]
+    assert recovery["field"] == f"metadata.annotations[{rr.ANN_RECOVER_QUORUM}] clusterId"
+    assert "did you mean clusterID?" in recovery["message"]
+
+
+@pytest.mark.parametrize("facts", [majority_lost, healthy])
+@pytest.mark.parametrize(
+    "value", [f"member=e-0 clusterID={CID}", "member=e-0", f"backup=b clusterID={CID}"]
+)
+def test_a_request_changes_nothing_else_the_run_decides(facts, value):
+    """A request left in place, read or not, refused or chosen, never holds up healing or
+    scaling, and never turns the run into a failed one."""
+    plain, asked = facts(), annotated(facts(), value)
+    p, q = ep.plan(plain), ep.plan(asked)
+    assert {k: v for k, v in q.items() if k != "recovery"} == {
+        k: v for k, v in p.items() if k != "recovery"
+    }
+    r, s = ep.report(plain), ep.report(asked)
+    assert (s["failed"], s["phase"], s["conditions"]) == (r["failed"], r["phase"], r["conditions"])

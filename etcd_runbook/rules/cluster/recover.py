@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from etcd_runbook.names import ANN_RECOVER_QUORUM
-from etcd_runbook.rules.cluster.common import _deleting, _meta
+from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
+from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.recovery import newest as newest_of
 
 # Every message starts with the annotation's short name: a line in status or an Event then
@@ -152,7 +153,7 @@ def _cluster_id(value: str | None) -> str:
 
 def _canonical_id(value: str) -> str:
     """A cluster ID as status.clusterID spells it (etcd_common's member_id_hex)."""
-    return value.lower().lstrip("0") or "0"
+    return value.lstrip("0") or "0"
 
 
 def _accept_older(value: str) -> bool:
@@ -506,3 +507,77 @@ def decide(
     if backup is not None:
         return _from_backup(request, backup, majority_lost, fingerprint)
     return _from_member(request, majority_lost, fingerprint)
+
+
+def _status_of(asked: str, decision: Decision) -> dict[str, Any]:
+    """What status.recovery records of a decision: what was asked, what was chosen and why,
+    and what a recovery from that source leaves behind."""
+    out: dict[str, Any] = {
+        "asked": asked,
+        "action": decision.action,
+        "reason": decision.reason,
+        "message": decision.message,
+        "fingerprint": decision.fingerprint,
+    }
+    if decision.action in ("from_member", "from_backup"):
+        out |= {
+            "source": decision.source,
+            "raftIndex": decision.raft_index,
+            "revision": decision.revision,
+            "newest": decision.newest,
+            "leftBehind": [
+                {
+                    "name": m.name,
+                    "dataLost": m.data_lost,
+                    "raftIndex": m.raft_index,
+                    "revision": m.revision,
+                }
+                for m in decision.lost
+            ],
+            # Said, not done: a person follows the steps by hand on the plan checked here.
+            "carriedOut": False,
+            "message": decision.message + NOT_CARRIED_OUT,
+        }
+    return out
+
+
+# What an accepted request says in this version: the decision is made and recorded, and the
+# steps are a person's (docs/runbooks.md, "Quorum lost").
+NOT_CARRIED_OUT = (
+    ". This version checks and records the choice but does not carry it out: follow "
+    "docs/runbooks.md, 'Quorum lost', step 4, with this source"
+)
+
+
+def plan_recover_request(o: _Observed, d: Decided) -> Decided:
+    """The recovery request the EtcdCluster carries, if any, decided on this run's look:
+    `recovery` is what status.recovery records ({} when there is no request). A request that
+    cannot be read names the key at fault (`field`). The run's other decisions do not depend
+    on it: a request left in place never holds up healing or scaling."""
+    value = annotations_of(o.obj).get(ANN_RECOVER_QUORUM)
+    if value is None:
+        return {"recovery": {}}
+    asked = _quoted(value).strip('"')
+    try:
+        request = parse_request(value)
+    except RequestError as e:
+        return {
+            "recovery": {
+                "asked": asked,
+                "action": "refuse",
+                "reason": "RequestInvalid",
+                "field": f"metadata.annotations[{ANN_RECOVER_QUORUM}] {e.field}",
+                "message": e.message,
+            }
+        }
+    decision = decide(
+        request,
+        cluster_id=o.recorded_id,
+        cluster_name=o.name,
+        quorum_answers=bool(o.quorum.get("ok")),
+        majority_lost=d["majority_lost"],
+        backups=o.backups,
+        # Nothing is carried out by this version, so no request is done yet.
+        done=[],
+    )
+    return {"recovery": _status_of(request.normalised(), decision)}

@@ -274,6 +274,9 @@ def _events(p: dict[str, Any], r: dict[str, Any]) -> list[dict[str, str]]:
         events.append(
             {"type": "Warning", "reason": refusal["reason"], "message": refusal["message"]}
         )
+    if (recovery := p["recovery"]) and recovery["action"] != "done":
+        reason = "RecoveryRefused" if recovery["action"] == "refuse" else "RecoveryChosen"
+        events.append({"type": "Warning", "reason": reason, "message": recovery["message"]})
     for suspect in p["suspects"]:
         events.append(
             {
@@ -324,6 +327,8 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
         if p["majority_lost"]
         else None
     )
+    # A person's recovery request, as decided this run; cleared (null) with the annotation.
+    status["recovery"] = p["recovery"] or None
     return status
 
 

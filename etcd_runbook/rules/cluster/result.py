@@ -103,6 +103,7 @@ def _members(o: _Observed, d: Decided) -> dict[str, Any]:
         **{k: d[k] for k in ("outdated", "halted", "settling", "settle_marks", "transferee")},
         "lost_data": d["lost_data"],
         "majority_lost": d["majority_lost"],
+        "recovery": d["recovery"],
         "unschedulable": dict(sorted(d["stuck"].items())),
         "node_lost": d["node_lost"],
     }

@@ -15,14 +15,20 @@ CHAOS_SEED replays a run (each prints its seed); CHAOS_SECONDS sets how long fau
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import itertools
 import json
+import math
 import os
 import random
+import statistics
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,10 +36,11 @@ from typing import Any
 
 import grpc
 import pytest
-from etcd3aio._protobuf import KVStub, PutRequest, RangeRequest
+from etcd3aio._protobuf import KVStub, PutRequest, RangeRequest, WatchStub
 
 from testbed.cluster import K8sCluster
 from tests.chaos.history import History, check
+from tests.chaos.watch import Watcher, problems
 from tests.e2e.helpers import Operator, apply, etcd_cluster, get, member_list, pods, wait_available
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 40)
@@ -51,6 +58,10 @@ OP_TIMEOUT = 5.0
 # that the next run does not remove.
 RULE_TAG = "ero-chaos-partition"
 SIZE = 3
+# The longest a cut is held waiting for its member to notice it.
+MAX_CUT = 20.0
+# A member is asked directly, never through a proxy the environment may name.
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class ServiceClient:
@@ -81,6 +92,10 @@ class ServiceClient:
     def get(self, key: str) -> str | None:
         kvs = self.kv.Range(RangeRequest(key=key.encode()), timeout=OP_TIMEOUT).kvs
         return kvs[0].value.decode() if kvs else None
+
+    def revision(self) -> int:
+        """The store's revision now, as a linearizable read's header says it."""
+        return int(self.kv.Range(RangeRequest(key=b"chaos/"), timeout=OP_TIMEOUT).header.revision)
 
     def close(self) -> None:
         self.channel.close()
@@ -126,6 +141,30 @@ def _cut_off(ip: str) -> Iterator[None]:
         _heal_partitions()
 
 
+def _leaderless(ip: str) -> bool:
+    """Whether the member at `ip` says, on its metrics port, that it has no leader."""
+    try:
+        with NO_PROXY.open(f"http://{ip}:2381/health", timeout=1) as answer:
+            said = json.load(answer)
+    except urllib.error.HTTPError as e:  # 503 with the same body when unhealthy
+        said = json.loads(e.read() or b"{}")
+    except (OSError, ValueError):
+        return False
+    return said.get("health") == "false" and "leader" in str(said.get("reason", "")).lower()
+
+
+def _felt(ip: str, seconds: float) -> bool:
+    """Holds a cut for `seconds`, and longer (up to MAX_CUT s) until the member cut off says
+    it lost its leader (its election timeout passed without a word from its peers). True when
+    it said so."""
+    start = time.monotonic()
+    felt = False
+    while time.monotonic() - start < (seconds if felt else MAX_CUT):
+        felt = felt or _leaderless(ip)
+        time.sleep(0.5)
+    return felt
+
+
 def _all_ready(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
     """The member Pods when `SIZE` of them are Ready and none is going away, else []."""
     members = pods(k8s, ns, name)
@@ -142,10 +181,16 @@ def _all_ready(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
 
 
 def _faults(
-    k8s: K8sCluster, ns: str, name: str, operator: Operator, seed: int, done: list[str]
+    k8s: K8sCluster,
+    ns: str,
+    name: str,
+    operator: Operator,
+    seed: int,
+    done: list[tuple[str, float]],
 ) -> set[str]:
     """Faults one at a time for SECONDS; a member fault only once every member is Ready
-    again (never two members out). Returns the cluster IDs status showed meanwhile."""
+    again (never two members out). Each fault is kept in `done` with when it ended (a cut
+    when it healed). Returns the cluster IDs status showed meanwhile."""
     rng = random.Random(seed)
     ids: set[str] = set()
     deadline = time.monotonic() + SECONDS
@@ -155,19 +200,68 @@ def _faults(
         kind = rng.choice(["pod-delete", "pod-kill", "partition", "operator-kill"])
         if kind == "operator-kill":
             operator.kill()
-            done.append(kind)
+            done.append((kind, time.monotonic()))
             continue
         members = k8s.wait_for(lambda: _all_ready(k8s, ns, name), timeout=180, interval=1)
         victim = rng.choice(sorted(members, key=lambda p: p["metadata"]["name"]))
         pod = victim["metadata"]["name"]
         if kind == "partition":
-            with _cut_off(victim["status"]["podIP"]):
-                time.sleep(rng.uniform(3.0, 8.0))
+            ip = victim["status"]["podIP"]
+            with _cut_off(ip):
+                felt = _felt(ip, rng.uniform(3.0, 8.0))
+            # A cut the member never noticed proves nothing: said, and failed on below.
+            pod += "" if felt else " (never felt)"
         else:
             force = ["--grace-period=0", "--force"] if kind == "pod-kill" else []
             k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false", *force)
-        done.append(f"{kind} {pod}")
+        done.append((f"{kind} {pod}", time.monotonic()))
     return ids
+
+
+def _sample_ready(
+    k8s: K8sCluster, ns: str, name: str, stop: threading.Event, seen: list[tuple[float, bool]]
+) -> None:
+    """Whether every member is Ready, once a second until stopped (at most an hour)."""
+    for _ in range(3600):
+        if stop.is_set():
+            return
+        with contextlib.suppress(Exception):  # a failed read is no sample
+            seen.append((time.monotonic(), bool(_all_ready(k8s, ns, name))))
+        stop.wait(1.0)
+
+
+def figures(
+    done: list[tuple[str, float]], ready: list[tuple[float, bool]], ops: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Seconds from each member fault's end until every member was Ready again, by kind
+    (None when no sample saw it), and the longest time between two acknowledged puts."""
+    back: dict[str, list[float | None]] = {}
+    for what, ended in done:
+        kind = what.split()[0]
+        if kind == "operator-kill":
+            continue
+        at = next((t for t, ok in ready if t > ended and ok), None)
+        back.setdefault(kind, []).append(None if at is None else round(at - ended, 1))
+    returns = sorted(o["return"] for o in ops if o["op"] == "put" and "return" in o)
+    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(returns)]
+    return {
+        "ready_again_s": {kind: _spread(seconds) for kind, seconds in back.items()},
+        "longest_write_outage_s": round(max(gaps, default=0.0), 1),
+    }
+
+
+def _spread(seconds: list[float | None]) -> dict[str, Any]:
+    """How many, the median and the 95th percentile (nearest rank) of what was seen, and
+    how many were never seen back within the run."""
+    seen = sorted(s for s in seconds if s is not None)
+    if not seen:
+        return {"n": len(seconds), "unseen": len(seconds)}
+    return {
+        "n": len(seconds),
+        "median": round(statistics.median(seen), 1),
+        "p95": seen[max(0, math.ceil(0.95 * len(seen)) - 1)],
+        "unseen": len(seconds) - len(seen),
+    }
 
 
 def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
@@ -181,16 +275,33 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     started = wait_available(k8s, ns, name, SIZE, 300)
     cluster_id = started["status"]["clusterID"]
 
-    h, stop, done = History(), threading.Event(), list[str]()
-    clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 1)]
+    h, stop, done = History(), threading.Event(), list[tuple[str, float]]()
+    ready: list[tuple[float, bool]] = []
+    clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
+    # A watcher of every chaos key from the revision before the first put, on a channel of
+    # its own, made again from where it stopped whenever its stream breaks.
+    start = clients[CLIENTS + 1].revision()
+    watch_channel = clients[CLIENTS + 1].channel
+    watcher = Watcher(
+        lambda: WatchStub(watch_channel), "chaos/", start, max_seconds=SECONDS + 900
+    ).begin()
     threads = [
         threading.Thread(target=_client, args=(clients[n], h, n, seed, stop), daemon=True)
         for n in range(CLIENTS)
     ]
-    for t in threads:
+    # Sampled until the cluster is back at the end, so the last fault has its figure too.
+    sampled = threading.Event()
+    sampler = threading.Thread(
+        target=_sample_ready, args=(k8s, ns, name, sampled, ready), daemon=True
+    )
+    for t in [*threads, sampler]:
         t.start()
     try:
         ids = _faults(k8s, ns, name, operator, seed, done)
+    except BaseException:
+        watcher.finish(start, timeout=0)
+        sampled.set()
+        raise
     finally:
         _heal_partitions()
         stop.set()
@@ -198,6 +309,8 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
             t.join(60)
     operator.wait_running()
     final = wait_available(k8s, ns, name, SIZE, 420)
+    sampled.set()
+    sampler.join(30)
 
     # Every key read once more after the faults, by a client of its own: an acknowledged
     # put lost shows as a read the history cannot explain.
@@ -208,6 +321,8 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
             timeout=60,
             what=f"{key} read after the faults",
         )
+    end = reader.revision()
+    caught_up = watcher.finish(end)
     for c in clients:
         c.close()
 
@@ -218,11 +333,17 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     verdict = check(h.ops)
     puts = [o for o in h.ops if o["op"] == "put"]
     acked = [o for o in puts if "return" in o]
+    wrong = problems(watcher.events, start, end, puts, watcher.compacted)
     print(
-        f"faults: {len(done)} ({', '.join(done)}); ops {len(h.ops)}, puts {len(puts)} "
-        f"({len(acked)} acknowledged), verdict {verdict}; history in {Path(f.name)}"
+        f"faults: {len(done)} ({', '.join(what for what, _ in done)}); ops {len(h.ops)}, puts "
+        f"{len(puts)} ({len(acked)} acknowledged), verdict {verdict}; history in "
+        f"{Path(f.name)}\nwatch: revisions {start + 1}..{end}, {len(watcher.events)} events, "
+        f"{watcher.reconnects} streams made again, caught up {caught_up}\n"
+        f"figures: {json.dumps(figures(done, ready, h.ops))}"
     )
     assert verdict["result"] == "ok", f"not linearizable (CHAOS_SEED={seed}): {verdict}"
+    assert not wrong, f"the watch (CHAOS_SEED={seed}): {wrong}"
+    assert not [what for what, _ in done if "never felt" in what], done
     assert len(done) >= 3 and len(acked) >= 50, (done, len(acked))
 
     # The operator healed every fault under the cluster's own identity.

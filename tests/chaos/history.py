@@ -11,7 +11,9 @@ never written."""
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 import subprocess
 import threading
 import time
@@ -71,6 +73,34 @@ class History:
             }
         )
         return value
+
+
+def run_client(
+    h: History,
+    n: int,
+    seed: int,
+    stop: threading.Event,
+    keys: list[str],
+    put: Callable[[str, str], None],
+    get: Callable[[str], str | None],
+    pause: float = 0.0,
+    limit: int = 1_000_000,
+) -> None:
+    """Client `n`: until `stop` (or `limit` operations), puts a value of its own (half the
+    time) or gets, on a key picked by a generator seeded from `seed` and `n`, so a seed replays
+    every client's choices. After a failed put it waits `pause` s, and after a failed get a
+    quarter of it: a store that refuses at once is not hammered."""
+    rng = random.Random(seed * 100 + n)
+    for i in range(limit):
+        if stop.is_set():
+            return
+        key = rng.choice(keys)
+        if rng.random() < 0.5:
+            value = f"{n}-{i}"
+            if not h.put(n, key, value, functools.partial(put, key, value)) and pause:
+                stop.wait(pause)
+        elif h.get(n, key, functools.partial(get, key)) is None and pause:
+            stop.wait(pause / 4)
 
 
 def lincheck_binary() -> Path:

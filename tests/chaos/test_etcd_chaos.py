@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.history import History, check
+from tests.chaos.history import History, check, run_client
 from tests.etcd_cluster import EtcdCluster
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 20)
@@ -44,19 +44,6 @@ def _put(c: EtcdCluster, key: str, value: str) -> None:
     c.etcdctl("put", "--", key, value, endpoints=_all(c), timeout=20)
 
 
-def _client(c: EtcdCluster, h: History, n: int, seed: int, stop: threading.Event) -> None:
-    rng = random.Random(seed * 100 + n)
-    for i in range(100_000):
-        if stop.is_set():
-            return
-        key = rng.choice(KEYS)
-        if rng.random() < 0.5:
-            value = f"{n}-{i}"
-            h.put(n, key, value, functools.partial(_put, c, key, value))
-        else:
-            h.get(n, key, functools.partial(_get, c, key))
-
-
 def _faults(c: EtcdCluster, seed: int, seconds: float, done: list[str]) -> None:
     """One member down at a time: killed or stopped, back after a moment."""
     rng = random.Random(seed)
@@ -78,8 +65,9 @@ def test_seeded_member_faults_keep_the_history_linearizable(etcd_cluster_factory
     print(f"CHAOS_SEED={seed} CHAOS_SECONDS={SECONDS} etcd {version}")
     c = etcd_cluster_factory(version=version, size=3)
     h, stop, done = History(), threading.Event(), list[str]()
+    put, get = functools.partial(_put, c), functools.partial(_get, c)
     clients = [
-        threading.Thread(target=_client, args=(c, h, n, seed, stop), daemon=True)
+        threading.Thread(target=run_client, args=(h, n, seed, stop, KEYS, put, get), daemon=True)
         for n in range(CLIENTS)
     ]
     for t in clients:

@@ -38,8 +38,9 @@ import grpc
 import pytest
 from etcd3aio._protobuf import KVStub, PutRequest, RangeRequest, WatchStub
 
+from etcd_runbook.names import LABEL_VOTER
 from testbed.cluster import K8sCluster
-from tests.chaos.history import History, check
+from tests.chaos.history import History, check, run_client
 from tests.chaos.watch import Watcher, problems
 from tests.e2e.helpers import Operator, apply, etcd_cluster, get, member_list, pods, wait_available
 
@@ -58,6 +59,7 @@ OP_TIMEOUT = 5.0
 # that the next run does not remove.
 RULE_TAG = "ero-chaos-partition"
 SIZE = 3
+FORCE = ["--grace-period=0", "--force"]
 # The longest a cut is held waiting for its member to notice it.
 MAX_CUT = 20.0
 # A member is asked directly, never through a proxy the environment may name.
@@ -99,20 +101,6 @@ class ServiceClient:
 
     def close(self) -> None:
         self.channel.close()
-
-
-def _client(client: ServiceClient, h: History, n: int, seed: int, stop: threading.Event) -> None:
-    rng = random.Random(seed * 100 + n)
-    for i in range(1_000_000):
-        if stop.is_set():
-            return
-        key = rng.choice(KEYS)
-        if rng.random() < 0.5:
-            value = f"{n}-{i}"
-            if not h.put(n, key, value, functools.partial(client.put, key, value)):
-                stop.wait(0.2)  # a Service with no Ready member answers at once: no busy loop
-        elif h.get(n, key, functools.partial(client.get, key)) is None:
-            stop.wait(0.05)
 
 
 def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
@@ -166,12 +154,15 @@ def _felt(ip: str, seconds: float) -> bool:
 
 
 def _all_ready(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
-    """The member Pods when `SIZE` of them are Ready and none is going away, else []."""
+    """The member Pods when `SIZE` of them are Ready voting members and none is going away,
+    else []. A learner's Pod turns Ready before it votes: a fault on a voter then would take
+    a second vote out (the operator's disruption budget counts voters only, for that reason)."""
     members = pods(k8s, ns, name)
     ready = [
         p
         for p in members
         if not p["metadata"].get("deletionTimestamp")
+        and p["metadata"].get("labels", {}).get(LABEL_VOTER) == "true"
         and any(
             c["type"] == "Ready" and c["status"] == "True"
             for c in p.get("status", {}).get("conditions", [])
@@ -187,22 +178,27 @@ def _faults(
     operator: Operator,
     seed: int,
     done: list[tuple[str, float]],
+    destroyed: list[str],
 ) -> set[str]:
     """Faults one at a time for SECONDS; a member fault only once every member is Ready
     again (never two members out). Each fault is kept in `done` with when it ended (a cut
-    when it healed). Returns the cluster IDs status showed meanwhile."""
+    when it healed), and the member IDs whose data was destroyed in `destroyed`. Returns the
+    cluster IDs status showed meanwhile."""
     rng = random.Random(seed)
     ids: set[str] = set()
     deadline = time.monotonic() + SECONDS
     while time.monotonic() < deadline:
         time.sleep(rng.uniform(1.0, 4.0))
         ids.add(get(k8s, ns, "etcd", name).get("status", {}).get("clusterID", ""))
-        kind = rng.choice(["pod-delete", "pod-kill", "partition", "operator-kill"])
+        kind = rng.choice(["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy"])
         if kind == "operator-kill":
-            operator.kill()
+            # Killed again only once it runs again (a kill finds no process while the
+            # container restarts).
+            operator.wait_running()
+            k8s.wait_for(lambda: operator.kill() or True, timeout=60, what="the operator killed")
             done.append((kind, time.monotonic()))
             continue
-        members = k8s.wait_for(lambda: _all_ready(k8s, ns, name), timeout=180, interval=1)
+        members = _wait_all_ready(k8s, ns, name, done)
         victim = rng.choice(sorted(members, key=lambda p: p["metadata"]["name"]))
         pod = victim["metadata"]["name"]
         if kind == "partition":
@@ -211,11 +207,35 @@ def _faults(
                 felt = _felt(ip, rng.uniform(3.0, 8.0))
             # A cut the member never noticed proves nothing: said, and failed on below.
             pod += "" if felt else " (never felt)"
+        elif kind == "data-destroy":
+            # The member's data gone with its claim: it must come back under a new member ID.
+            listed = get(k8s, ns, "etcd", name).get("status", {}).get("members") or []
+            destroyed += [m["id"] for m in listed if m.get("name") == pod and m.get("id")]
+            k8s.kubectl("-n", ns, "delete", "pvc", f"{pod}-data", "--wait=false")
+            k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false", *FORCE)
         else:
-            force = ["--grace-period=0", "--force"] if kind == "pod-kill" else []
+            force = FORCE if kind == "pod-kill" else []
             k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false", *force)
         done.append((f"{kind} {pod}", time.monotonic()))
     return ids
+
+
+def _wait_all_ready(
+    k8s: K8sCluster, ns: str, name: str, done: list[tuple[str, float]]
+) -> list[dict[str, Any]]:
+    """Every member Ready, within 180 s of asking; else what status and the Pods said."""
+    try:
+        return k8s.wait_for(lambda: _all_ready(k8s, ns, name), timeout=180, interval=1)
+    except TimeoutError as timeout:
+        status = get(k8s, ns, "etcd", name).get("status", {})
+        said = {c["type"]: f"{c['reason']}: {c['message']}" for c in status.get("conditions", [])}
+        seen = {
+            p["metadata"]["name"]: (p.get("status", {}).get("phase"), p["metadata"].get("uid"))
+            for p in pods(k8s, ns, name)
+        }
+        raise AssertionError(
+            f"{timeout}; after {[what for what, _ in done]}; status {said}; Pods {seen}"
+        ) from timeout
 
 
 def _sample_ready(
@@ -277,6 +297,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
 
     h, stop, done = History(), threading.Event(), list[tuple[str, float]]()
     ready: list[tuple[float, bool]] = []
+    destroyed: list[str] = []
     clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
     # A watcher of every chaos key from the revision before the first put, on a channel of
     # its own, made again from where it stopped whenever its stream breaks.
@@ -285,8 +306,13 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     watcher = Watcher(
         lambda: WatchStub(watch_channel), "chaos/", start, max_seconds=SECONDS + 900
     ).begin()
+    # A Service with no Ready member refuses at once: a client that failed waits a moment.
     threads = [
-        threading.Thread(target=_client, args=(clients[n], h, n, seed, stop), daemon=True)
+        threading.Thread(
+            target=run_client,
+            args=(h, n, seed, stop, KEYS, clients[n].put, clients[n].get, 0.2),
+            daemon=True,
+        )
         for n in range(CLIENTS)
     ]
     # Sampled until the cluster is back at the end, so the last fault has its figure too.
@@ -297,7 +323,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     for t in [*threads, sampler]:
         t.start()
     try:
-        ids = _faults(k8s, ns, name, operator, seed, done)
+        ids = _faults(k8s, ns, name, operator, seed, done, destroyed)
     except BaseException:
         watcher.finish(start, timeout=0)
         sampled.set()
@@ -353,6 +379,9 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     members = member_list(k8s, ns, names[0])
     assert sorted(m["name"] for m in members) == names and len(set(names)) == SIZE, members
     assert not any(m.get("isLearner") for m in members), members
+    # A member whose data was destroyed never came back under its old identity.
+    back = {format(int(m["ID"]), "x") for m in members} & set(destroyed)
+    assert not back, (back, members)
 
 
 def _read(h: History, client: ServiceClient, key: str) -> bool:

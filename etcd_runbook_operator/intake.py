@@ -240,6 +240,10 @@ class Intake:
         if key and self._lost_by_outside_hand(event, obj):
             what = f"{obj.get('kind', 'dependent')} {obj['metadata'].get('name')}"
             self.in_flight.preempt(key, f"{what} deleted")
+            # Past the skip rule: the loss can bring the inputs back to what they were when
+            # the last run began (a member the run made, deleted again), and that run's
+            # fingerprint would then skip the run that must replace it.
+            self.urgent(key)
             self.enqueue(key, urgent=True)
             return
         self.on_dependent(dependent, event, obj)

@@ -157,7 +157,13 @@ class Reconciler:
             self.queue.add(key)
             return
         self._report(key, obj, result, generation, sent)
-        if result.ok:
+        if preempted:
+            # It ended (done or failed) before its next task boundary, after what preempted
+            # it: the fingerprints of its start no longer say what it saw, so the run queued
+            # by the preemption is neither skipped nor held back by a backoff.
+            self.skips.forget(key)
+            self.queue.forget(key)
+        elif result.ok:
             look_again = requeue_after(result.stats)
             self.skips.record_success(key, fp, look_again)
             self.queue.forget(key)

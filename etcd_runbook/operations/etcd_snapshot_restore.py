@@ -84,10 +84,18 @@ def already_restored(data_dir: str, spec: RestoreSpec) -> bool:
     return True
 
 
-def restore(tool: SnapshotTool, snapshot: str, data_dir: str, spec: RestoreSpec) -> list[str]:
+def restore(
+    tool: SnapshotTool,
+    snapshot: str,
+    data_dir: str,
+    spec: RestoreSpec,
+    *,
+    skip_hash_check: bool = False,
+) -> list[str]:
     """Run the tool into a staging dir inside `data_dir` (same filesystem, even when
     data_dir is a mount point), move its member/ dir up, write the marker last; returns the
-    command as it would read for `data_dir` itself."""
+    command as it would read for `data_dir` itself. `skip_hash_check`: the snapshot is a
+    member's own database, which has no hash trailer."""
     os.makedirs(data_dir, mode=0o700, exist_ok=True)
     for leftover in os.listdir(data_dir):
         if leftover.startswith(STAGING_PREFIX):
@@ -103,6 +111,7 @@ def restore(tool: SnapshotTool, snapshot: str, data_dir: str, spec: RestoreSpec)
             initial_cluster_token=spec.initial_cluster_token,
             initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
             bump_revision=spec.bump_revision,
+            skip_hash_check=skip_hash_check,
         )
         tool.restore(command)
         for entry in os.listdir(target):

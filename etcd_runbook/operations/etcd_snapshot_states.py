@@ -13,8 +13,14 @@ from typing import Any
 
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
 from etcd_runbook.clients.etcd_s3 import S3Params, SnapshotStore
-from etcd_runbook.clients.etcd_snapshot_io import SnapshotIntegrityError, file_sha256, verify_file
+from etcd_runbook.clients.etcd_snapshot_io import (
+    SnapshotFile,
+    SnapshotIntegrityError,
+    file_sha256,
+    verify_file,
+)
 from etcd_runbook.clients.etcd_snapshot_tool import find_tool
+from etcd_runbook.operations.etcd_member_db import check_stopped, copy_member_db
 from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
 from etcd_runbook.operations.etcd_snapshot_restore import RestoreSpec, already_restored, restore
 from etcd_runbook.operations.etcd_snapshot_s3 import download_snapshot
@@ -87,9 +93,21 @@ def restore_spec(params: Params, sha256: str) -> RestoreSpec:
     return RestoreSpec(snapshot_sha256=sha256, **restore_settings(params, sha256))
 
 
+def member_snapshot(params: Params, check_mode: bool) -> SnapshotFile:
+    """The stopped member's database at `member_data_dir`, copied to `path` (in check mode,
+    read where it is)."""
+    if check_mode:
+        source = check_stopped(params["member_data_dir"])
+        return SnapshotFile(
+            path=params["path"], size=os.path.getsize(source), sha256=file_sha256(source)
+        )
+    return copy_member_db(params["member_data_dir"], params["path"])
+
+
 def restore_snapshot(params: Params, check_mode: bool) -> dict[str, Any]:
-    """state=restored: the snapshot at `path` (first fetched, with s3 or directory) into the
-    new data dir, once; a data dir holding anything else is refused."""
+    """state=restored: the snapshot at `path` (first fetched, with s3 or directory, or copied
+    from a stopped member's data dir) into the new data dir, once; a data dir holding anything
+    else is refused."""
     if not (params["etcdutl"] or params["bin_dir"]):
         raise EtcdInputError("state=restored needs etcdutl or bin_dir (the target version's)")
     tool = find_tool(params["etcdutl"], params["bin_dir"])
@@ -104,7 +122,8 @@ def restore_snapshot(params: Params, check_mode: bool) -> dict[str, Any]:
                 "msg": f"would download {fetched['key']} to {params['path']} and restore it "
                 f"into {params['data_dir']}",
             }
-    snapshot = verify_file(params["path"])
+    from_member = bool(params["member_data_dir"])
+    snapshot = member_snapshot(params, check_mode) if from_member else verify_file(params["path"])
     expected = (params["sha256"] or fetched.get("sha256") or "").strip().lower()
     if expected and expected != snapshot.sha256:
         raise SnapshotIntegrityError(
@@ -139,12 +158,13 @@ def restore_snapshot(params: Params, check_mode: bool) -> dict[str, Any]:
             initial_cluster_token=spec.initial_cluster_token,
             initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
             bump_revision=spec.bump_revision,
+            skip_hash_check=from_member,
         )
         return {**result, "changed": True, "command": command, "msg": f"would restore {data_dir}"}
     status = tool.status(snapshot.path)
     result["revision"] = int(status["revision"])
     result["snapshot_status"] = status
-    result["command"] = restore(tool, snapshot.path, data_dir, spec)
+    result["command"] = restore(tool, snapshot.path, data_dir, spec, skip_hash_check=from_member)
     return {**result, "changed": True, "msg": f"restored {snapshot.path} into {data_dir}"}
 
 

@@ -24,6 +24,13 @@ def request_problem(params: Params) -> str:
     """What each state needs, beyond what the argument spec can say."""
     state = params["state"]
     stored = stored_in(params)
+    if params["member_data_dir"]:
+        if state != "restored":
+            return "member_data_dir is the source of a restore: only with state=restored"
+        if stored:
+            return f"member_data_dir and {stored} are two sources: give one"
+        if params["sha256"]:
+            return "member_data_dir is copied and hashed here: drop sha256"
     if (params["key"] or params["prefix"]) and not stored:
         return "key and prefix name snapshots in a store: give s3 or directory"
     if params["backup"] and not (state == "saved" and stored):

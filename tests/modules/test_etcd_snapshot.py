@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,19 @@ def seed(c, count: int = 20) -> dict[str, str]:
     for key, value in data.items():
         c.put(key, value)
     return data
+
+
+def check_new_cluster(r, data: dict[str, str], original_revision: int) -> None:
+    """The restored member `r` holds every key of `data`, as a new cluster of one whose
+    revisions are past the old cluster's."""
+    for key, value in data.items():
+        assert r.get(key) == value
+    # Watchers of the old cluster resume from revisions it never had: the new cluster's
+    # revisions must be past them, and the old range must read as compacted.
+    assert revision(r) >= original_revision + BUMP
+    old = r.etcdctl("get", f"--rev={original_revision}", "seed/000", check=False)
+    assert old.returncode != 0 and "compacted" in old.stderr, old
+    assert [m["name"] for m in r.member_list()] == ["r1"]
 
 
 @pytest.mark.etcd
@@ -98,15 +112,7 @@ def test_save_from_leader_and_follower_then_restore(etcd_cluster_factory, tmp_pa
     assert not run_module("etcd_snapshot", args)["changed"], "second restore must be a no-op"
 
     r = etcd_cluster_factory.from_data_dir(version, data_dir, "r1", peer)
-    for key, value in data.items():
-        assert r.get(key) == value
-    # Watchers of the old cluster resume from revisions it never had: the new cluster's
-    # revisions must be past them, and the old range must read as compacted.
-    assert revision(r) >= original_revision + BUMP
-    old = r.etcdctl("get", f"--rev={original_revision}", "seed/000", check=False)
-    assert old.returncode != 0 and "compacted" in old.stderr, old
-    # The restored member is a new cluster of one, not a member of the old one.
-    assert [m["name"] for m in r.member_list()] == ["r1"]
+    check_new_cluster(r, data, original_revision)
     assert not run_module("etcd_snapshot", args)["changed"], "still a no-op once it runs"
 
 
@@ -214,3 +220,61 @@ def test_a_stream_that_breaks_leaves_nothing_behind(tmp_path):
 
     saved = save_atomically(str(target), lambda sink: sink.write(db + hashlib.sha256(db).digest()))
     assert saved.size == len(db) + 32 and target.read_bytes()[:-32] == db
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under `root` by its sha256: a data dir read, never written, keeps it."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_majority_lost_is_recovered_from_the_stopped_survivor_s_own_database(
+    etcd_cluster_factory, tmp_path, version
+):
+    c = etcd_cluster_factory(version=version, size=3)
+    data = seed(c)
+    original_revision = revision(c)
+    old_cluster_id = c.endpoint_status()[0]["Status"]["header"]["cluster_id"]
+    survivor, *lost = sorted(m.name for m in c.members)
+    for name in lost:  # two of three members and their data gone for good
+        c.kill_member(name)
+        shutil.rmtree(c.member(name).data_dir)
+    source = c.member(survivor).data_dir
+    peer = etcd_cluster_factory.free_url()
+    data_dir = tmp_path / "recovered"
+    args = {
+        **restore_args(c, tmp_path / "survivor.db", data_dir, peer),
+        "member_data_dir": str(source),
+    }
+
+    running = run_module("etcd_snapshot", args)
+    assert running["failed"] and running["reason"] == "Refused", running
+    assert "belongs to a running etcd" in running["msg"], running
+    assert not data_dir.exists() and not (tmp_path / "survivor.db").exists()
+
+    c.stop_member(survivor)
+    before = tree_digest(source)
+    planned = run_module("etcd_snapshot", args, check=True)
+    assert planned["changed"] and "--skip-hash-check" in planned["command"], planned
+    assert not data_dir.exists() and not (tmp_path / "survivor.db").exists()
+
+    restored = run_module("etcd_snapshot", args)
+    assert restored["changed"] and not restored.get("failed"), restored
+    assert restored["revision"] == original_revision, restored
+    assert {"--skip-hash-check", "--mark-compacted"} <= set(restored["command"])
+    assert not run_module("etcd_snapshot", args)["changed"], "second restore must be a no-op"
+    assert tree_digest(source) == before, "the survivor's data dir must be read, never written"
+
+    r = etcd_cluster_factory.from_data_dir(version, data_dir, "r1", peer)
+    check_new_cluster(r, data, original_revision)
+    assert r.endpoint_status()[0]["Status"]["header"]["cluster_id"] != old_cluster_id
+
+    empty = tmp_path / "not-a-member"
+    empty.mkdir()
+    nothing = run_module("etcd_snapshot", {**args, "member_data_dir": str(empty)})
+    assert nothing["failed"] and "holds no etcd database" in nothing["msg"], nothing

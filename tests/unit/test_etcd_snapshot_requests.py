@@ -31,6 +31,7 @@ def params(**given: Any) -> dict[str, Any]:
         **dict.fromkeys(names.split()),
         "state": "saved",
         "bump_revision": 1_000_000_000,
+        "member_data_dir": None,
         **given,
     }
 
@@ -78,6 +79,29 @@ def test_stored_in(given, stored):
         (
             {"state": "restored", "directory": "/v", "path": "/b/s.db"},
             "state=restored with directory needs key (the snapshot to read)",
+        ),
+        # restored from a stopped member's own database
+        ({"state": "restored", "member_data_dir": "/m", "path": "/b/s.db"}, ""),
+        ({"state": "restored", "member_data_dir": "/m"}, "state=restored needs path"),
+        (
+            {"member_data_dir": "/m", "path": "/b/s.db"},
+            "member_data_dir is the source of a restore: only with state=restored",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "s3": S3, "key": "k", "path": "/s"},
+            "only with state=restored",
+        ),
+        (
+            {"state": "restored", "member_data_dir": "/m", "s3": S3, "key": "k", "path": "/s"},
+            "member_data_dir and s3 are two sources: give one",
+        ),
+        (
+            {"state": "restored", "member_data_dir": "/m", "directory": "/v", "path": "/s"},
+            "member_data_dir and directory are two sources: give one",
+        ),
+        (
+            {"state": "restored", "member_data_dir": "/m", "path": "/s", "sha256": A},
+            "member_data_dir is copied and hashed here: drop sha256",
         ),
     ],
 )

@@ -47,6 +47,7 @@ def params(**given: Any) -> dict[str, Any]:
         "name": None,
         "initial_advertise_peer_urls": None,
         "bump_revision": 1_000_000_000,
+        "member_data_dir": None,
         **given,
     }
 

@@ -129,22 +129,29 @@ class Watch:
         deadline = time.monotonic() + 1200
         while not self.stop.is_set() and time.monotonic() < deadline:
             try:
-                seen = {
-                    p["metadata"]["name"]: (p["metadata"]["uid"], _ready(p), _restarts(p))
-                    for p in pods(self.k8s, self.ns, self.name)
-                }
+                found = pods(self.k8s, self.ns, self.name)
             except Exception:  # a failed read is no sample
-                seen = {}
+                found = []
+            seen = {
+                p["metadata"]["name"]: (p["metadata"]["uid"], _ready(p), _restarts(p))
+                for p in found
+            }
+            # A Pod being deleted was taken down by a hand (in this test, the operator's).
+            deleting = {
+                p["metadata"]["name"] for p in found if p["metadata"].get("deletionTimestamp")
+            }
             if seen:
-                self.samples.append((time.monotonic(), seen, self.out(seen), self.blips(seen)))
+                self.samples.append(
+                    (time.monotonic(), seen, self.out(seen, deleting), self.blips(seen, deleting))
+                )
                 self.served.update({n: (u, r) for n, (u, ready, r) in seen.items() if ready})
-                self._keep_blip_logs(seen)
+                self._keep_blip_logs(self.samples[-1][3])
             time.sleep(0.5)
 
-    def _keep_blip_logs(self, seen: dict[str, tuple[str, bool, int]]) -> None:
+    def _keep_blip_logs(self, blips: list[str]) -> None:
         """The first time an untouched member is not Ready, its last log lines say why."""
-        for n, (uid, ready, restarts) in seen.items():
-            if ready or n in self.blip_logs or self.served.get(n) != (uid, restarts):
+        for n in blips:
+            if n in self.blip_logs:
                 continue
             try:
                 out = self.k8s.kubectl("-n", self.ns, "logs", n, "-c", "etcd", "--tail=15")
@@ -152,22 +159,22 @@ class Watch:
             except Exception as e:  # the logs are a diagnosis, not the check
                 self.blip_logs[n] = f"(no logs: {e})"
 
-    def out(self, seen: dict[str, tuple[str, bool, int]]) -> list[str]:
-        """The members the operator has down at a sample: not Ready on a Pod it made anew or in
-        a container that restarted."""
+    def out(self, seen: dict[str, tuple[str, bool, int]], deleting: set[str]) -> list[str]:
+        """The members the operator has down at a sample: not Ready on a Pod being deleted, on a
+        Pod it made anew or in a container that restarted."""
         return sorted(
             n
             for n, (uid, ready, restarts) in seen.items()
-            if not ready and self.served.get(n) != (uid, restarts)
+            if not ready and (n in deleting or self.served.get(n) != (uid, restarts))
         )
 
-    def blips(self, seen: dict[str, tuple[str, bool, int]]) -> list[str]:
-        """The members not Ready at a sample on the very Pod and container that served: etcd's
-        own health on a starved machine, not anything the operator did."""
+    def blips(self, seen: dict[str, tuple[str, bool, int]], deleting: set[str]) -> list[str]:
+        """The members not Ready at a sample on the very Pod and container that served, which
+        nobody is deleting: etcd's own health on a starved machine, not the operator's doing."""
         return sorted(
             n
             for n, (uid, ready, restarts) in seen.items()
-            if not ready and self.served.get(n) == (uid, restarts)
+            if not ready and n not in deleting and self.served.get(n) == (uid, restarts)
         )
 
     def stalls(self) -> tuple[list[float], list[float]]:

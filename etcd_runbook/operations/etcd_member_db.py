@@ -75,6 +75,12 @@ def check_stopped(data_dir: str) -> str:
 
 def copy_member_db(data_dir: str, path: str) -> SnapshotFile:
     """Copy the stopped member's database to `path` (a new file, whole or not at all)."""
+    root = os.path.realpath(data_dir)
+    if os.path.commonpath([root, os.path.realpath(path)]) == root:
+        raise EtcdInputError(
+            f"path {path} is inside member_data_dir {data_dir}, which is read, never written: "
+            "give a path elsewhere"
+        )
     source = check_stopped(data_dir)
     directory = os.path.dirname(os.path.abspath(path))
     digest = hashlib.sha256()

@@ -76,3 +76,11 @@ def test_a_locked_wal_is_a_running_member_and_nothing_is_copied(tmp_path):
         holder.wait(10)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
     assert running_lock(str(data)) == ""
+
+
+def test_a_copy_is_never_written_into_the_member_s_own_data_dir(tmp_path):
+    data = member(tmp_path)
+    before = sorted(p.name for p in data.rglob("*"))
+    with pytest.raises(EtcdInputError, match="read, never written"):
+        copy_member_db(str(data), str(data / "member" / "copy.db"))
+    assert sorted(p.name for p in data.rglob("*")) == before

@@ -84,6 +84,22 @@ def already_restored(data_dir: str, spec: RestoreSpec) -> bool:
     return True
 
 
+def restore_command(
+    tool: SnapshotTool, snapshot: str, data_dir: str, spec: RestoreSpec, *, skip_hash_check: bool
+) -> list[str]:
+    """The tool's command line restoring `snapshot` into `data_dir` as `spec` says."""
+    return tool.restore_command(
+        snapshot,
+        data_dir,
+        name=spec.name,
+        initial_cluster=spec.initial_cluster,
+        initial_cluster_token=spec.initial_cluster_token,
+        initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
+        bump_revision=spec.bump_revision,
+        skip_hash_check=skip_hash_check,
+    )
+
+
 def restore(
     tool: SnapshotTool,
     snapshot: str,
@@ -103,16 +119,7 @@ def restore(
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=data_dir)
     try:
         target = os.path.join(staging, "data")
-        command = tool.restore_command(
-            snapshot,
-            target,
-            name=spec.name,
-            initial_cluster=spec.initial_cluster,
-            initial_cluster_token=spec.initial_cluster_token,
-            initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
-            bump_revision=spec.bump_revision,
-            skip_hash_check=skip_hash_check,
-        )
+        command = restore_command(tool, snapshot, target, spec, skip_hash_check=skip_hash_check)
         tool.restore(command)
         for entry in os.listdir(target):
             os.rename(os.path.join(target, entry), os.path.join(data_dir, entry))

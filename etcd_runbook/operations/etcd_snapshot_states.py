@@ -22,7 +22,12 @@ from etcd_runbook.clients.etcd_snapshot_io import (
 from etcd_runbook.clients.etcd_snapshot_tool import find_tool
 from etcd_runbook.operations.etcd_member_db import check_stopped, copy_member_db
 from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
-from etcd_runbook.operations.etcd_snapshot_restore import RestoreSpec, already_restored, restore
+from etcd_runbook.operations.etcd_snapshot_restore import (
+    RestoreSpec,
+    already_restored,
+    restore,
+    restore_command,
+)
 from etcd_runbook.operations.etcd_snapshot_s3 import download_snapshot
 from etcd_runbook.operations.etcd_snapshot_save import Store, save_snapshot
 from etcd_runbook.rules.etcd_snapshot_requests import (
@@ -150,16 +155,7 @@ def restore_snapshot(params: Params, check_mode: bool) -> dict[str, Any]:
             "the old cluster may then see revisions go backwards"
         )
     if check_mode:
-        command = tool.restore_command(
-            snapshot.path,
-            data_dir,
-            name=spec.name,
-            initial_cluster=spec.initial_cluster,
-            initial_cluster_token=spec.initial_cluster_token,
-            initial_advertise_peer_urls=spec.initial_advertise_peer_urls,
-            bump_revision=spec.bump_revision,
-            skip_hash_check=from_member,
-        )
+        command = restore_command(tool, snapshot.path, data_dir, spec, skip_hash_check=from_member)
         return {**result, "changed": True, "command": command, "msg": f"would restore {data_dir}"}
     status = tool.status(snapshot.path)
     result["revision"] = int(status["revision"])

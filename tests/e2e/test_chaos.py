@@ -1,8 +1,10 @@
 """A seeded chaos run through the operator on the local Kubernetes: four clients put and get
 through the cluster's client Service while, one at a time, a member's Pod is deleted or
-killed, a member is cut off from its peers, or the operator is killed. The clients' history
-must be linearizable (hack/lincheck, tests/chaos/history.py), every key readable at the end,
-and the operator must have the cluster back at its size under the cluster ID it started with.
+killed, a member's data is destroyed, a member is cut off from its peers, the cluster is
+scaled between three and five members, or the operator is killed (also while a scale goes
+on). The clients' history must be linearizable (hack/lincheck, tests/chaos/history.py), a
+watcher must see every acknowledged put in order, every key must read at the end, and the
+operator must have the cluster back at its size under the cluster ID it started with.
 
 The clients talk to the Service's cluster IP from this machine (node 0 shares its network
 namespace, and kube-proxy's rules there lead a Service address to a Ready member), with the
@@ -59,7 +61,11 @@ OP_TIMEOUT = 5.0
 # that the next run does not remove.
 RULE_TAG = "ero-chaos-partition"
 SIZE = 3
+# A scale fault moves the cluster between its size and this one, through learners.
+SCALED = 5
 FORCE = ["--grace-period=0", "--force"]
+# How long every member stays untouched once Ready, before the next fault (see `_faults`).
+SEEN_WHOLE = 1.5
 # The longest a cut is held waiting for its member to notice it.
 MAX_CUT = 20.0
 # A member is asked directly, never through a proxy the environment may name.
@@ -153,8 +159,8 @@ def _felt(ip: str, seconds: float) -> bool:
     return felt
 
 
-def _all_ready(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
-    """The member Pods when `SIZE` of them are Ready voting members and none is going away,
+def _all_ready(k8s: K8sCluster, ns: str, name: str, size: int) -> list[dict[str, Any]]:
+    """The member Pods when `size` of them are Ready voting members and none is going away,
     else []. A learner's Pod turns Ready before it votes: a fault on a voter then would take
     a second vote out (the operator's disruption budget counts voters only, for that reason)."""
     members = pods(k8s, ns, name)
@@ -168,7 +174,7 @@ def _all_ready(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
             for c in p.get("status", {}).get("conditions", [])
         )
     ]
-    return ready if len(ready) == len(members) == SIZE else []
+    return ready if len(ready) == len(members) == size else []
 
 
 def _faults(
@@ -179,18 +185,23 @@ def _faults(
     seed: int,
     done: list[tuple[str, float]],
     destroyed: list[str],
+    size: list[int],
 ) -> set[str]:
-    """Faults one at a time for SECONDS; a member fault only once every member is Ready
-    again (never two members out). Each fault is kept in `done` with when it ended (a cut
-    when it healed), and the member IDs whose data was destroyed in `destroyed`. Returns the
-    cluster IDs status showed meanwhile."""
+    """Faults one at a time for SECONDS; a member fault (or a scale) only once every member
+    is Ready again (never two members out). The operator may be killed while a scale goes on.
+    Each fault is kept in `done` with when it ended (a cut when it healed), the member IDs
+    whose data was destroyed in `destroyed`, and the size asked for last in `size[0]`.
+    Returns the cluster IDs status showed meanwhile."""
     rng = random.Random(seed)
     ids: set[str] = set()
     deadline = time.monotonic() + SECONDS
-    while time.monotonic() < deadline:
+    # Three faults at least: a scale's wait for every member can outlast a short run.
+    while time.monotonic() < deadline or len(done) < 3:
         time.sleep(rng.uniform(1.0, 4.0))
         ids.add(get(k8s, ns, "etcd", name).get("status", {}).get("clusterID", ""))
-        kind = rng.choice(["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy"])
+        kind = rng.choice(
+            ["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy", "scale"]
+        )
         if kind == "operator-kill":
             # Killed again only once it runs again (a kill finds no process while the
             # container restarts).
@@ -198,7 +209,17 @@ def _faults(
             k8s.wait_for(lambda: operator.kill() or True, timeout=60, what="the operator killed")
             done.append((kind, time.monotonic()))
             continue
-        members = _wait_all_ready(k8s, ns, name, done)
+        members = _wait_all_ready(k8s, ns, name, done, size[0])
+        # Held a moment, so the once-a-second sampler sees the cluster whole between two
+        # faults; else one fault's figure runs on into the next.
+        time.sleep(SEEN_WHOLE)
+        if kind == "scale":
+            up = size[0] == SIZE
+            size[0] = SCALED if up else SIZE
+            patch = json.dumps({"spec": {"size": size[0]}})
+            k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", patch)
+            done.append((f"scale-{'up' if up else 'down'} {size[0]}", time.monotonic()))
+            continue
         victim = rng.choice(sorted(members, key=lambda p: p["metadata"]["name"]))
         pod = victim["metadata"]["name"]
         if kind == "partition":
@@ -221,11 +242,11 @@ def _faults(
 
 
 def _wait_all_ready(
-    k8s: K8sCluster, ns: str, name: str, done: list[tuple[str, float]]
+    k8s: K8sCluster, ns: str, name: str, done: list[tuple[str, float]], size: int
 ) -> list[dict[str, Any]]:
     """Every member Ready, within 180 s of asking; else what status and the Pods said."""
     try:
-        return k8s.wait_for(lambda: _all_ready(k8s, ns, name), timeout=180, interval=1)
+        return k8s.wait_for(lambda: _all_ready(k8s, ns, name, size), timeout=180, interval=1)
     except TimeoutError as timeout:
         status = get(k8s, ns, "etcd", name).get("status", {})
         said = {c["type"]: f"{c['reason']}: {c['message']}" for c in status.get("conditions", [])}
@@ -239,14 +260,20 @@ def _wait_all_ready(
 
 
 def _sample_ready(
-    k8s: K8sCluster, ns: str, name: str, stop: threading.Event, seen: list[tuple[float, bool]]
+    k8s: K8sCluster,
+    ns: str,
+    name: str,
+    size: list[int],
+    stop: threading.Event,
+    seen: list[tuple[float, bool]],
 ) -> None:
-    """Whether every member is Ready, once a second until stopped (at most an hour)."""
+    """Whether every member of the size asked last is Ready, once a second until stopped (at
+    most an hour)."""
     for _ in range(3600):
         if stop.is_set():
             return
         with contextlib.suppress(Exception):  # a failed read is no sample
-            seen.append((time.monotonic(), bool(_all_ready(k8s, ns, name))))
+            seen.append((time.monotonic(), bool(_all_ready(k8s, ns, name, size[0]))))
         stop.wait(1.0)
 
 
@@ -298,6 +325,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     h, stop, done = History(), threading.Event(), list[tuple[str, float]]()
     ready: list[tuple[float, bool]] = []
     destroyed: list[str] = []
+    size = [SIZE]
     clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
     # A watcher of every chaos key from the revision before the first put, on a channel of
     # its own, made again from where it stopped whenever its stream breaks.
@@ -318,12 +346,12 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     # Sampled until the cluster is back at the end, so the last fault has its figure too.
     sampled = threading.Event()
     sampler = threading.Thread(
-        target=_sample_ready, args=(k8s, ns, name, sampled, ready), daemon=True
+        target=_sample_ready, args=(k8s, ns, name, size, sampled, ready), daemon=True
     )
     for t in [*threads, sampler]:
         t.start()
     try:
-        ids = _faults(k8s, ns, name, operator, seed, done, destroyed)
+        ids = _faults(k8s, ns, name, operator, seed, done, destroyed, size)
     except BaseException:
         watcher.finish(start, timeout=0)
         sampled.set()
@@ -334,7 +362,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
         for t in threads:
             t.join(60)
     operator.wait_running()
-    final = wait_available(k8s, ns, name, SIZE, 420)
+    final = wait_available(k8s, ns, name, size[0], 420)
     sampled.set()
     sampler.join(30)
 
@@ -377,7 +405,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     assert final["status"]["clusterID"] == cluster_id
     names = sorted(m["name"] for m in final["status"]["members"])
     members = member_list(k8s, ns, names[0])
-    assert sorted(m["name"] for m in members) == names and len(set(names)) == SIZE, members
+    assert sorted(m["name"] for m in members) == names and len(set(names)) == size[0], members
     assert not any(m.get("isLearner") for m in members), members
     # A member whose data was destroyed never came back under its old identity.
     back = {format(int(m["ID"]), "x") for m in members} & set(destroyed)

@@ -101,6 +101,16 @@ def etcdctl(k8s: K8sCluster, ns: str, pod: str, *args: str, endpoint: str = "") 
     return out.stdout
 
 
+def put_via_service(k8s: K8sCluster, ns: str, name: str, pod: str, key: str, value: str) -> bool:
+    """One put through cluster `name`'s client Service, by etcdctl in `pod`: True when
+    acknowledged (a failed or unanswered put is not)."""
+    svc = f"https://{name}-client.{ns}.svc.cluster.local:2379"
+    try:
+        return etcdctl(k8s, ns, pod, "put", key, value, endpoint=svc).strip() == "OK"
+    except Exception:
+        return False
+
+
 def member_list(k8s: K8sCluster, ns: str, pod: str) -> list[dict[str, Any]]:
     data = json.loads(etcdctl(k8s, ns, pod, "member", "list", "-w", "json"))
     return list(data.get("members", []))

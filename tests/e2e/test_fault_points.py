@@ -24,6 +24,7 @@ from tests.e2e.helpers import (
     get,
     member_list,
     pods,
+    put_via_service,
     wait_available,
 )
 
@@ -60,7 +61,6 @@ class Writer:
         self.thread.join(60)
 
     def _run(self) -> None:
-        svc = f"https://{self.name}-client.{self.ns}.svc.cluster.local:2379"
         for i in range(2000):
             if self.stop.wait(0.2):
                 return
@@ -71,13 +71,7 @@ class Writer:
             if not ready:
                 continue
             key = f"faults/{i:05d}"
-            try:
-                out = etcdctl(
-                    self.k8s, self.ns, ready[i % len(ready)], "put", key, str(i), endpoint=svc
-                )
-            except Exception:  # an unacknowledged write is not counted
-                continue
-            if out.strip() == "OK":
+            if put_via_service(self.k8s, self.ns, self.name, ready[i % len(ready)], key, str(i)):
                 self.acked.append((time.monotonic(), key))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.names import LABEL_CLUSTER
 from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     Operator,
@@ -29,6 +30,7 @@ from tests.e2e.helpers import (
     events,
     get,
     pods,
+    put_via_service,
     wait_available,
 )
 
@@ -127,9 +129,10 @@ class Watch:
 
     def _sample(self) -> None:
         deadline = time.monotonic() + 1200
+        selector = f"{LABEL_CLUSTER}={self.name}"
         while not self.stop.is_set() and time.monotonic() < deadline:
-            try:
-                found = pods(self.k8s, self.ns, self.name)
+            try:  # every Pod, those being deleted too (`pods` leaves them out)
+                found = get(self.k8s, self.ns, "pods", "-l", selector)["items"]
             except Exception:  # a failed read is no sample
                 found = []
             seen = {
@@ -188,7 +191,6 @@ class Watch:
         return clean, blipped
 
     def _write(self) -> None:
-        svc = f"https://{self.name}-client.{self.ns}.svc.cluster.local:2379"
         for i in range(3000):
             if self.stop.is_set():
                 return
@@ -199,13 +201,7 @@ class Watch:
                 time.sleep(0.5)
                 continue
             key = f"roll/{i:05d}"
-            try:
-                out = etcdctl(
-                    self.k8s, self.ns, ready[i % len(ready)], "put", key, str(i), endpoint=svc
-                )
-            except Exception:  # an unacknowledged write is not counted
-                continue
-            if out.strip() == "OK":
+            if put_via_service(self.k8s, self.ns, self.name, ready[i % len(ready)], key, str(i)):
                 self.acked.append(key)
                 self.acked_at.append(time.monotonic())
 

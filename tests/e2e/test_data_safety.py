@@ -389,7 +389,7 @@ def _budget_follows_voters(k8s: K8sCluster, ns: str, name: str) -> tuple[int, in
     return int(pdb["spec"]["minAvailable"]), len(voters)
 
 
-def test_scale_3_5_3_under_writes_keeps_the_budget_and_every_write(
+def test_scale_3_5_3_5_3_under_writes_keeps_the_budget_and_every_write(
     k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "scale"
@@ -402,7 +402,7 @@ def test_scale_3_5_3_under_writes_keeps_the_budget_and_every_write(
     writer.start()
     samples: list[tuple[int, int]] = []
     try:
-        for size in (5, 3):
+        for size in (5, 3, 5, 3):
             patch(k8s, ns, name, {"spec": {"size": size}})
 
             def settled(size: int = size) -> dict[str, Any]:

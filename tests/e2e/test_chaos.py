@@ -1,10 +1,11 @@
 """A seeded chaos run through the operator on the local Kubernetes: four clients put and get
 through the cluster's client Service while, one at a time, a member's Pod is deleted or
-killed, a member's data is destroyed, a member is cut off from its peers, the cluster is
-scaled between three and five members, or the operator is killed (also while a scale goes
-on). The clients' history must be linearizable (hack/lincheck, tests/chaos/history.py), a
-watcher must see every acknowledged put in order, every key must read at the end, and the
-operator must have the cluster back at its size under the cluster ID it started with.
+killed, a member's data is destroyed, a member is cut off from its peers, or the operator is
+killed; in runs of two minutes or more the cluster is also scaled between three and five
+members (the operator may be killed while a scale goes on). The clients' history must be
+linearizable (hack/lincheck, tests/chaos/history.py), a watcher must see every acknowledged put
+in order, every key must read at the end, and the operator must have the cluster back at its
+size under the cluster ID it started with.
 
 The clients talk to the Service's cluster IP from this machine (node 0 shares its network
 namespace, and kube-proxy's rules there lead a Service address to a Ready member), with the
@@ -44,7 +45,16 @@ from etcd_runbook.names import LABEL_VOTER
 from testbed.cluster import K8sCluster
 from tests.chaos.history import History, check, run_client
 from tests.chaos.watch import Watcher, problems
-from tests.e2e.helpers import Operator, apply, etcd_cluster, get, member_list, pods, wait_available
+from tests.e2e.helpers import (
+    Operator,
+    apply,
+    etcd_cluster,
+    get,
+    member_list,
+    pods,
+    said,
+    wait_available,
+)
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 40)
 pytestmark = [
@@ -254,13 +264,12 @@ def _wait_all_ready(
         return k8s.wait_for(lambda: _all_ready(k8s, ns, name, size), timeout=180, interval=1)
     except TimeoutError as timeout:
         status = get(k8s, ns, "etcd", name).get("status", {})
-        said = {c["type"]: f"{c['reason']}: {c['message']}" for c in status.get("conditions", [])}
         seen = {
             p["metadata"]["name"]: (p.get("status", {}).get("phase"), p["metadata"].get("uid"))
             for p in pods(k8s, ns, name)
         }
         raise AssertionError(
-            f"{timeout}; after {[what for what, _ in done]}; status {said}; Pods {seen}"
+            f"{timeout}; after {[what for what, _ in done]}; status {said(status)}; Pods {seen}"
         ) from timeout
 
 

@@ -376,6 +376,9 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
         for t in threads:
             t.join(60)
     operator.wait_running()
+    # The member Pods first: status may still say Available from before the last fault (a Pod
+    # killed as the run ended), and only a Pod that is there answers for the membership.
+    _wait_all_ready(k8s, ns, name, done, size[0])
     final = wait_available(k8s, ns, name, size[0], 420)
     sampled.set()
     sampler.join(30)

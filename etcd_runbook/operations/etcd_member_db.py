@@ -22,10 +22,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import tempfile
 
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
-from etcd_runbook.clients.etcd_snapshot_io import READ_CHUNK, SnapshotFile
+from etcd_runbook.clients.etcd_snapshot_io import (
+    READ_CHUNK,
+    SnapshotFile,
+    replaced_atomically,
+    write_all,
+)
 
 DB = os.path.join("member", "snap", "db")
 WAL = os.path.join("member", "wal")
@@ -82,27 +86,18 @@ def copy_member_db(data_dir: str, path: str) -> SnapshotFile:
             "give a path elsewhere"
         )
     source = check_stopped(data_dir)
-    directory = os.path.dirname(os.path.abspath(path))
     digest = hashlib.sha256()
     size = 0
-    fd, partial = tempfile.mkstemp(prefix=".member-db-", dir=directory)
     try:
-        with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+        with open(source, "rb") as src, replaced_atomically(path) as fd:
             while chunk := src.read(READ_CHUNK):
-                dst.write(chunk)
+                write_all(fd, chunk)
                 digest.update(chunk)
                 size += len(chunk)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.chmod(partial, 0o600)
-        os.rename(partial, path)
     except OSError as exc:
         raise EtcdModuleError(
             f"cannot copy {source} to {path}: {exc}", reason="InvalidInput"
         ) from exc
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
     if running_lock(data_dir):
         os.unlink(path)
         raise EtcdRefusedError(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdRefusedError
+from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
 from etcd_runbook.operations.etcd_member_db import copy_member_db, running_lock
 
 HOLD = """
@@ -84,3 +84,10 @@ def test_a_copy_is_never_written_into_the_member_s_own_data_dir(tmp_path):
     with pytest.raises(EtcdInputError, match="read, never written"):
         copy_member_db(str(data), str(data / "member" / "copy.db"))
     assert sorted(p.name for p in data.rglob("*")) == before
+
+
+def test_a_copy_that_cannot_be_written_is_an_error_of_the_module_and_leaves_nothing(tmp_path):
+    data = member(tmp_path)
+    with pytest.raises(EtcdModuleError, match="cannot copy"):
+        copy_member_db(str(data), str(tmp_path / "missing" / "copy.db"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

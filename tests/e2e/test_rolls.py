@@ -71,7 +71,10 @@ CAUSES: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
     ),
     (
         "a memory limit etcd cannot run in",
-        {"pod": {"resources": {"limits": {"memory": "16Mi"}}}},
+        # Killed as it starts, every time: an idle etcd 3.6 needs about 7 MiB, and at 16Mi a
+        # member started in some runs and hung, reclaiming its own pages, neither Ready nor
+        # killed (CI, 2026-11-27; now bounded by roll.ROLL_HEALTHY_WITHIN, 600 s).
+        {"pod": {"resources": {"limits": {"memory": "4Mi"}}}},
         {"pod": {"resources": None}},
         "spec.pod.resources",
         "",

@@ -2633,3 +2633,44 @@ def test_node_loss_timeout(value, seconds):
 def test_a_bad_node_loss_timeout_is_refused_naming_the_field():
     p = ep.plan(healthy3(nodeLossTimeout="soon"))
     assert [r["field"] for r in p["refusals"]] == ["spec.nodeLossTimeout"]
+
+
+@pytest.mark.parametrize(
+    ("age", "halted"),
+    [
+        (120, False),
+        (599, False),
+        # As long as a learner's bound: etcd starts under the spec but never serves.
+        (600, True),
+        (3600, True),
+    ],
+)
+def test_a_rolled_member_that_runs_but_is_never_healthy_halts_the_roll_after_a_bound(age, halted):
+    facts = resources_roll()
+    facts["pods"][1] = on_new_pod(facts, 1)
+    facts["pods"][1]["status"]["conditions"][0]["status"] = "False"
+    made = datetime.fromisoformat(ROLL_NOW.replace("Z", "+00:00")) - timedelta(seconds=age)
+    facts["pods"][1]["metadata"]["creationTimestamp"] = made.strftime("%Y-%m-%dT%H:%M:%SZ")
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(facts)
+    assert p["roll"] == [] and p["ended"] == [] and p["heal"] == []
+    if not halted:
+        assert p["halted"] == {} and p["settling"] == {"e-1": None} and p["refusals"] == []
+        return
+    assert p["halted"]["e-1"]["reason"] == "NotHealthy"
+    (refusal,) = p["refusals"]
+    assert refusal["reason"] == "RollHalted" and refusal["field"] == "spec.pod.resources"
+    assert f"has not counted it healthy {age} s after its Pod was made" in refusal["message"]
+    assert "(e-0, e-2 keep running as they are)" in refusal["message"]
+
+    # The spec set back: the member on the newest Pod, never healthy, is made again from it;
+    # not one that has run healthy for long (down now: left to its kubelet).
+    back = healthy3()
+    back["pods"] = [made_from({}, i) for i in range(3)]
+    back["pods"][1] = facts["pods"][1]
+    back["observed_at"] = ROLL_NOW
+    back["info"] = info([member(0), member(1, healthy=False), member(2)])
+    p = ep.plan(back)
+    assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"] and p["refusals"] == []
+    back["pods"][1]["metadata"]["creationTimestamp"] = CREATED
+    assert ep.plan(back)["ended"] == []

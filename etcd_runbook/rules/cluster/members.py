@@ -38,6 +38,7 @@ from etcd_runbook.rules.cluster.observed import (
     data_lost,
     pod_ready,
 )
+from etcd_runbook.rules.cluster.roll import never_healthy, pod_created
 from etcd_runbook.rules.etcd_pods import container_trouble, seconds_between, unschedulable
 
 # How long a learner whose etcd runs may take to catch up with the leader and be promoted. A
@@ -243,12 +244,20 @@ def plan_lost_data(o: _Observed, d: Decided) -> Decided:
     }
 
 
+def _newest(o: _Observed, name: str) -> bool:
+    """Whether member `name`'s Pod was made after every other member Pod."""
+    made = pod_created(o.pods[name])
+    return all(pod_created(p) < made for n, p in o.pods.items() if n != name)
+
+
 def plan_ended(o: _Observed, d: Decided) -> Decided:
     """Pods that ended, and outdated Pods that cannot run (a roll to a Pod that cannot run,
     whose spec was then set back): re-making either costs no availability, and a roll would
     wait for them forever. Not while a roll is halted: the member would come back on the
     spec that cannot run. A member down on an outdated Pod that still runs is left to its
-    kubelet: re-made now, it would be rolled without the roll's care."""
+    kubelet: re-made now, it would be rolled without the roll's care; unless it is the
+    newest Pod and never healthy within the roll's bound (a roll halted on a spec etcd
+    starts under but cannot serve with, then set back)."""
     return {
         "ended": sorted(
             n
@@ -259,7 +268,11 @@ def plan_ended(o: _Observed, d: Decided) -> Decided:
                 and not d["halted"]
                 and not pod_ready(o.pods[n])
                 and not o.healthy(n)
-                and bool(unschedulable(o.pods[n]) or container_trouble(o.pods[n]))
+                and bool(
+                    unschedulable(o.pods[n])
+                    or container_trouble(o.pods[n])
+                    or (_newest(o, n) and never_healthy(o, n, False))
+                )
             )
         )
     }

@@ -97,9 +97,10 @@ def _scheduler_fields(why: str) -> list[str]:
 def trouble_fields(trouble: dict[str, str], changed: list[str]) -> list[str]:
     """The spec fields to name for a Pod that cannot run: of the fields its cause points at,
     those the roll changed; else all that cause points at (none for a crash of no known
-    cause: it may be etcd's data or its node, not the spec)."""
+    cause, nor for a member that runs but is never healthy: it may be etcd's data or its
+    node, not the spec)."""
     cause = trouble["cause"]
-    if cause == "crash":
+    if cause in ("crash", "unhealthy"):
         return changed
     if cause == "memory":
         return ["spec.pod.resources"]
@@ -110,19 +111,46 @@ def trouble_fields(trouble: dict[str, str], changed: list[str]) -> list[str]:
     return [f for f in changed if f in _FIELDS_BY_CAUSE[cause]] or list(_FIELDS_BY_CAUSE[cause])
 
 
+# How long a member the roll made may run on its new Pod before etcd counts it healthy: it
+# catches up with the log first, and a new minor may migrate its data. On this test bed that
+# takes seconds, a database of several GiB minutes. One not healthy after this halts the roll:
+# a spec etcd starts under but cannot serve with (memory for little more than starting, flags
+# that keep it from its peers) would otherwise hold the roll "not healthy yet" for ever. As
+# long as the learner's bound (members.LEARNER_CATCH_UP), and a Deployment's default
+# progressDeadlineSeconds.
+ROLL_HEALTHY_WITHIN = 600
+
+
+def never_healthy(o: _Observed, name: str, healthy: bool) -> dict[str, str]:
+    """Why member `name`, running on a Pod made ROLL_HEALTHY_WITHIN s ago or more, is still
+    not to be waited for ({cause, reason, why}); {} while healthy or within the bound. The
+    Pod's age is the API server's time against the runbook's, as a learner's: a skew of
+    seconds against a bound of minutes."""
+    age = seconds_between(pod_created(o.pods[name]), o.observed_at)
+    if healthy or age is None or age < ROLL_HEALTHY_WITHIN:
+        return {}
+    return {
+        "cause": "unhealthy",
+        "reason": "NotHealthy",
+        "why": f"etcd has not counted it healthy {int(age)} s after its Pod was made "
+        f"(bound {ROLL_HEALTHY_WITHIN} s)",
+    }
+
+
 def roll_order(names: list[str], leader: str) -> list[str]:
     return sorted(n for n in names if n != leader) + [n for n in names if n == leader]
 
 
-def _created(pod: dict[str, Any]) -> str:
+def pod_created(pod: dict[str, Any]) -> str:
     return str(_meta(pod).get("creationTimestamp") or "")
 
 
 def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> dict[str, Any]:
     """How the members on a Pod of the spec fare while other members are still on Pods of an
-    earlier one (`before`). `halted`: those the roll made that cannot run, by name ({cause,
-    reason, why, fields}); `failing`: those it did not make that cannot run (a roll set back
-    finds the others on the spec again, made long before: their troubles are their own);
+    earlier one (`before`). `halted`: those the roll made that cannot run, or run and are
+    not healthy within ROLL_HEALTHY_WITHIN, by name ({cause, reason, why, fields});
+    `failing`: those it did not make that cannot run (a roll set back finds the others on
+    the spec again, made long before: their troubles are their own);
     `settling`: those not yet healthy for spec.minReadySeconds (seconds so far; None while
     not healthy at all); `settled`; `marks`: the Pods to mark healthy since this look.
     Healthy: the Pod Ready, its container not restarted since (or settled again after), etcd
@@ -131,11 +159,11 @@ def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> d
     restarts, takes it up where it was. The roll made a Pod if it is newer than a Pod from
     before (the API server's times, compared with each other only)."""
     needed = o.spec["min_ready_seconds"]
-    oldest = min((_created(p) for p in before), default="")
+    oldest = min((pod_created(p) for p in before), default="")
     out: dict[str, Any] = {"halted": {}, "failing": {}, "settling": {}, "settled": [], "marks": []}
     for name in renewed:
         pod = o.pods[name]
-        made = _created(pod) > oldest
+        made = pod_created(pod) > oldest
         no_node = unschedulable(pod)
         trouble = (
             {"cause": "schedule", "reason": "Unschedulable", "why": f"no node takes it ({no_node})"}
@@ -152,7 +180,7 @@ def _rolled(o: _Observed, renewed: list[str], before: list[dict[str, Any]]) -> d
         )
         settled = healthy and (needed == 0 or (since is not None and since >= needed))
         if not trouble and not settled and made:
-            trouble = restart_trouble(pod)
+            trouble = restart_trouble(pod) or never_healthy(o, name, healthy)
         if trouble and made:
             out["halted"][name] = {
                 **trouble,

@@ -71,9 +71,9 @@ CAUSES: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
     ),
     (
         "a memory limit etcd cannot run in",
-        # Killed as it starts, every time: an idle etcd 3.6 needs about 7 MiB, and at 16Mi a
-        # member started in some runs and hung, reclaiming its own pages, neither Ready nor
-        # killed (CI, 2026-11-27; now bounded by roll.ROLL_HEALTHY_WITHIN, 600 s).
+        # Killed as it starts, every time: an idle etcd 3.6 needs about 7 MiB (8Mi runs, 6Mi
+        # is killed). At 16Mi a member in CI was neither killed nor healthy for the 120 s the
+        # test waits (2026-11-27; such a member is now bounded by roll.ROLL_HEALTHY_WITHIN).
         {"pod": {"resources": {"limits": {"memory": "4Mi"}}}},
         {"pod": {"resources": None}},
         "spec.pod.resources",

@@ -22,7 +22,6 @@ from tests.e2e.helpers import (
     etcdctl,
     events,
     get,
-    member_list,
     pods,
     wait_available,
 )
@@ -153,35 +152,6 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
     assert services == []
     claims = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
     assert len(claims) == 3
-
-
-@pytest.mark.operator_exclusive
-def test_operator_killed_during_bootstrap(
-    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
-) -> None:
-    k8s, ns, name = k8s_cluster, k8s_namespace, "restart"
-    apply(k8s, ns, etcd_cluster(name))
-
-    # Kill the operator (and its playbook) as soon as the second claim exists: the bootstrap
-    # is finished from the claims' record, never started over.
-    def second_member_started() -> bool:
-        claims = get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
-        return len(claims) >= 2
-
-    k8s.wait_for(second_member_started, timeout=240, interval=0.3, what="second member added")
-    operator.kill()
-    time.sleep(3)
-    operator.start(apply=False)
-    operator.wait_running()
-
-    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
-    names = sorted(m["name"] for m in obj["status"]["members"])
-    assert len(names) == 3 and len(set(names)) == 3
-    members = member_list(k8s, ns, names[0])
-    assert len(members) == 3, members
-    assert not any(m.get("isLearner") for m in members)
-    assert sorted(m["name"] for m in members) == names
-    assert sorted(p["metadata"]["name"] for p in pods(k8s, ns, name)) == names
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,8 @@ def test_the_operator_killed_at_each_fault_point_ends_each_step_right(
     k8s, ns, name = k8s_cluster, k8s_namespace, "faults"
     timings: dict[str, float] = {}
     # Two new clusters, each killed at one point of its bootstrap: a bootstrap killed before
-    # its Pods is finished from its claims, so one cluster never reaches the later point. The
+    # its Pods (its claims made, as when a person's kill lands mid-way) is finished from its
+    # claims, never started over, so one cluster never reaches the later point. The
     # second is created once the first's point fired, and its kill lands in the first's runs.
     other = f"{name}-b"
     start = time.monotonic()

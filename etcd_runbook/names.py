@@ -37,6 +37,10 @@ LABEL_DESTINATION = f"{GROUP}/backup-destination"
 LABEL_BEFORE_UPGRADE = f"{GROUP}/before-upgrade"
 # On a restore's Job and Pods: the EtcdRestore.
 LABEL_RESTORE = f"{GROUP}/restore"
+# On a quorum recovery's Job and its Pod: the request's fingerprint (recover.py). They carry
+# `app.kubernetes.io/name: etcd-recovery`, never `etcd`, so no member selector takes them.
+LABEL_RECOVERY = f"{GROUP}/recovery"
+RECOVERY_APP = "etcd-recovery"
 
 # --- Annotations: a member's claim records how it first starts and, once joined, who it is --
 ANN_INITIAL_CLUSTER = f"{GROUP}/initial-cluster"
@@ -83,6 +87,10 @@ ANN_RECOVER_QUORUM = f"{GROUP}/recover-quorum"
 # Where something came from: on a CA Secret put back from what the members trust, the Secret
 # its certificate came from; on a restored first member's claim, the snapshot's location.
 ANN_RESTORED_FROM = f"{GROUP}/restored-from"
+# On the first member's claim of a quorum recovery: "<fingerprint> <cluster ID recovered from>",
+# the record that the request of that fingerprint was carried out (read back from the claims,
+# never from status) and of the cluster ID it leaves behind.
+ANN_RECOVERY = f"{GROUP}/recovered"
 # On an EtcdBackup: set to any new value (a time, say), it asks for a check of
 # status.lastSnapshot now.
 ANN_CHECK_REQUESTED = f"{GROUP}/check-requested"
@@ -93,6 +101,16 @@ NAMES = {
     for key, value in sorted(globals().items())
     if key.startswith(("LABEL_", "ANN_")) and isinstance(value, str) and value.startswith(GROUP)
 }
+
+
+# Where a member's data volume is mounted in its Pod, and the data dir etcd is given there.
+MEMBER_DATA_MOUNT = "/var/lib/etcd"
+MEMBER_DATA_DIR = f"{MEMBER_DATA_MOUNT}/data"
+
+
+def recovery_selector(cluster: str) -> str:
+    """The label selector of a cluster's quorum-recovery Jobs and their Pods."""
+    return f"{LABEL_NAME}={RECOVERY_APP},{LABEL_CLUSTER}={cluster}"
 
 
 def cluster_labels(cluster: str) -> dict[str, str]:

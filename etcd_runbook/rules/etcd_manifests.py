@@ -30,11 +30,12 @@ from etcd_runbook.names import (
     LABEL_MEMBER,
     LABEL_VERSION,
     LABEL_VOTER,
+    MEMBER_DATA_DIR,
 )
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
-DATA_DIR = "/var/lib/etcd/data"
+DATA_DIR = MEMBER_DATA_DIR
 
 
 def selector_labels(p: dict[str, Any]) -> dict[str, str]:

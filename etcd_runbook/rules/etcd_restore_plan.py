@@ -37,6 +37,8 @@ from etcd_runbook.names import (
     LABEL_CLUSTER,
     LABEL_RESTORE,
     MANAGED_BY,
+    MEMBER_DATA_DIR,
+    MEMBER_DATA_MOUNT,
 )
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import (
@@ -51,8 +53,8 @@ from etcd_runbook.rules.etcd_s3_store import (
 BUMP_REVISION = 1_000_000_000
 SNAPSHOT_DIR = "/restore"
 SNAPSHOT_FILE = f"{SNAPSHOT_DIR}/snapshot.db"
-DATA_MOUNT = "/var/lib/etcd"
-DATA_DIR = f"{DATA_MOUNT}/data"
+DATA_MOUNT = MEMBER_DATA_MOUNT
+DATA_DIR = MEMBER_DATA_DIR
 S3_CA_DIR = "/etc/etcd-restore/s3-ca"
 SOURCE_DIR = "/source"  # where a volume source's claim is mounted
 # Where a person's upload (etcd_snapshot_upload) lands in the fetch step, which waits for it.

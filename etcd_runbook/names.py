@@ -105,7 +105,8 @@ NAMES = {
 
 # Where a member's data volume is mounted in its Pod, and the data dir etcd is given there.
 MEMBER_DATA_MOUNT = "/var/lib/etcd"
-MEMBER_DATA_DIR = f"{MEMBER_DATA_MOUNT}/data"
+MEMBER_DATA_SUBDIR = "data"
+MEMBER_DATA_DIR = f"{MEMBER_DATA_MOUNT}/{MEMBER_DATA_SUBDIR}"
 
 
 def recovery_selector(cluster: str) -> str:

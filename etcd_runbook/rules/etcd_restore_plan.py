@@ -35,10 +35,13 @@ from etcd_runbook.names import (
     ANN_RESTORED_FROM,
     GROUP,
     LABEL_CLUSTER,
+    LABEL_RECOVERY,
     LABEL_RESTORE,
     MANAGED_BY,
     MEMBER_DATA_DIR,
     MEMBER_DATA_MOUNT,
+    MEMBER_DATA_SUBDIR,
+    RECOVERY_APP,
 )
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import (
@@ -387,28 +390,86 @@ def restore_job(
 ) -> dict[str, Any]:
     """The Job that writes the first member's data: `fetch` then `restore` (module doc).
     Runs once (a second attempt would find a half-written data dir); needs no API access."""
-    options = options or {}
     meta = _meta(restore)
-    pod = _restore_pod(source, target, image, options)
     labels = {
         "app.kubernetes.io/name": "etcd-restore",
         "app.kubernetes.io/instance": str(meta.get("name")),
         LABEL_RESTORE: str(meta.get("name")),
         **MANAGED_BY,
     }
+    owner = {"kind": "EtcdRestore", "name": meta["name"], "uid": meta["uid"]}
+    return _seed_job(
+        job_name(restore), meta["namespace"], labels, owner, source, target, image, options or {}
+    )
+
+
+def recovery_job(
+    cluster: dict[str, Any],
+    fingerprint: str,
+    survivor_claim: str,
+    target: dict[str, Any],
+    image: str,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Job of a quorum recovery from a survivor (recover_steps.py): the survivor's
+    claim, its etcd stopped, mounted read-only in the fetch step alone, which copies the
+    member's database out (etcd_snapshot state=fetched, member_data_dir); etcd's own tool
+    then restores it into the new first member's claim as a restore's Job does, with
+    revisions bumped and marked compacted. The copied database has no hash trailer, hence
+    --skip-hash-check; the fetch step walked the whole file first. Owned by the
+    EtcdCluster, named and labelled for the request's fingerprint."""
+    meta = _meta(cluster)
+    name = str(meta["name"])
+    labels = {
+        "app.kubernetes.io/name": RECOVERY_APP,
+        "app.kubernetes.io/instance": name,
+        LABEL_CLUSTER: name,
+        LABEL_RECOVERY: fingerprint,
+        **MANAGED_BY,
+    }
+    owner = {"kind": "EtcdCluster", "name": name, "uid": meta["uid"]}
+    source = {"kind": "member", "claim": survivor_claim}
+    return _seed_job(
+        recovery_job_name(name, fingerprint),
+        meta["namespace"],
+        labels,
+        owner,
+        source,
+        target,
+        image,
+        options or {},
+    )
+
+
+def recovery_job_name(cluster: str, fingerprint: str) -> str:
+    """`<cluster>-recover-<fingerprint, first ten>`: one Job per request, so a Job of an
+    earlier request is never taken for this one's."""
+    return f"{cluster}-recover-{fingerprint[:10]}"
+
+
+def _seed_job(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    owner: dict[str, Any],
+    source: dict[str, Any],
+    target: dict[str, Any],
+    image: str,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """A Job that writes a first member's claim once: the fetch step, then etcd's tool."""
+    pod = _restore_pod(source, target, image, options)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(restore),
-            "namespace": meta["namespace"],
+            "name": name,
+            "namespace": namespace,
             "labels": labels,
             "ownerReferences": [
                 {
                     "apiVersion": f"{GROUP}/v1alpha1",
-                    "kind": "EtcdRestore",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
+                    **owner,
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -430,9 +491,10 @@ def _fetch_inputs(
     env: list[dict[str, Any]] = [
         {"name": "ETCD_RESTORE_RESULT_FILE", "value": TERMINATION_LOG},
         {"name": "ETCD_RESTORE_FETCH_TO", "value": SNAPSHOT_FILE},
-        {"name": "ETCD_RESTORE_KEY", "value": source["key"]},
-        {"name": "ETCD_RESTORE_SHA256", "value": source["sha256"]},
     ]
+    if source.get("kind") != "member":
+        env.append({"name": "ETCD_RESTORE_KEY", "value": source["key"]})
+        env.append({"name": "ETCD_RESTORE_SHA256", "value": source["sha256"]})
     fetch_mounts: list[dict[str, Any]] = [
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "snapshot", "mountPath": SNAPSHOT_DIR},
@@ -442,7 +504,19 @@ def _fetch_inputs(
         {"name": "snapshot", "emptyDir": {}},
         {"name": "data", "persistentVolumeClaim": {"claimName": target["claim_name"]}},
     ]
-    if source.get("kind") == "upload":
+    if source.get("kind") == "member":
+        # A survivor's claim: read-only, its data left as it was for another try or a person.
+        env.append(
+            {"name": "ETCD_RESTORE_MEMBER_DIR", "value": f"{SOURCE_DIR}/{MEMBER_DATA_SUBDIR}"}
+        )
+        fetch_mounts.append({"name": "source", "mountPath": SOURCE_DIR, "readOnly": True})
+        volumes.append(
+            {
+                "name": "source",
+                "persistentVolumeClaim": {"claimName": source["claim"], "readOnly": True},
+            }
+        )
+    elif source.get("kind") == "upload":
         # The fetch step waits this long for a person's upload, then checks it as a copy
         # from a claim.
         env.append({"name": "ETCD_RESTORE_DIRECTORY", "value": UPLOAD_DIR})
@@ -462,11 +536,13 @@ def _fetch_inputs(
     return env, fetch_mounts, volumes
 
 
-def _restore_command(target: dict[str, Any]) -> list[str]:
+def _restore_command(source: dict[str, Any], target: dict[str, Any]) -> list[str]:
     """etcd's own restore: the first member's name and peer URL, a new token, and revisions
-    bumped past any the old cluster reached, so no watcher is served older data."""
+    bumped past any the old cluster reached, so no watcher is served older data. A member's
+    own database has no hash trailer (only `snapshot save` appends one)."""
     member = target["member"]
     peer = target["peer_url"]
+    unhashed = ["--skip-hash-check"] if source.get("kind") == "member" else []
     return [
         *restore_tool(str(target["spec"]["version"])),
         "snapshot",
@@ -480,6 +556,7 @@ def _restore_command(target: dict[str, Any]) -> list[str]:
         f"--bump-revision={BUMP_REVISION}",
         # etcd refuses a bump without it: watchers of revisions in the gap must be told.
         "--mark-compacted",
+        *unhashed,
     ]
 
 
@@ -529,7 +606,7 @@ def _restore_pod(
                 "name": "restore",
                 "image": f"{spec['repository']}:v{spec['version']}",
                 "imagePullPolicy": "IfNotPresent",
-                "command": _restore_command(target),
+                "command": _restore_command(source, target),
                 # etcd 3.4's etcdctl speaks the v2 API unless told.
                 "env": [{"name": "ETCDCTL_API", "value": "3"}],
                 "volumeMounts": [

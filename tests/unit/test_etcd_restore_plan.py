@@ -701,3 +701,41 @@ def test_the_status_a_run_by_hand_writes_keeps_transition_times():
     assert times == {"Available": "now", "Progressing": "then", "Degraded": "now"}
     assert status["phase"] == "Restoring"
     assert {c["observedGeneration"] for c in status["conditions"]} == {1}
+
+
+def test_a_recovery_job_copies_the_stopped_survivors_database_read_only_then_restores_it():
+    cluster = {"metadata": {"name": "again", "namespace": "prod", "uid": "c-uid"}}
+    the_job = rp.recovery_job(
+        cluster,
+        "f" * 16,
+        "again-1-data",
+        target(restore()),
+        "operator:dev",
+        {"deadline_seconds": 900},
+    )
+    meta = the_job["metadata"]
+    assert meta["name"] == "again-recover-ffffffffff"
+    assert meta["labels"]["app.kubernetes.io/name"] == "etcd-recovery"
+    assert meta["labels"]["etcd.runbook.io/recovery"] == "f" * 16
+    (owner,) = meta["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("EtcdCluster", "c-uid", True)
+    assert the_job["spec"]["activeDeadlineSeconds"] == 900
+    pod = the_job["spec"]["template"]["spec"]
+    (fetch,) = pod["initContainers"]
+    env = {e["name"]: e.get("value") for e in fetch["env"]}
+    assert env["ETCD_RESTORE_MEMBER_DIR"] == f"{rp.SOURCE_DIR}/data"
+    # Nothing to check a copied database against but itself: no key, no sha256, no store.
+    assert not {"ETCD_RESTORE_KEY", "ETCD_RESTORE_SHA256", "ETCD_RESTORE_DIRECTORY"} & set(env)
+    assert {"name": "source", "mountPath": rp.SOURCE_DIR, "readOnly": True} in fetch["volumeMounts"]
+    source = next(v for v in pod["volumes"] if v["name"] == "source")
+    assert source["persistentVolumeClaim"] == {"claimName": "again-1-data", "readOnly": True}
+    (tool,) = pod["containers"]
+    assert "source" not in [m["name"] for m in tool["volumeMounts"]]
+    command = tool["command"]
+    assert "--skip-hash-check" in command
+    assert "--bump-revision=1000000000" in command and "--mark-compacted" in command
+
+
+def test_a_restore_from_a_snapshot_checks_its_hash():
+    command = run()["create"][2]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--skip-hash-check" not in command

@@ -9,6 +9,10 @@ short_description: Read an etcd cluster's Kubernetes objects and etcd's own view
 description:
   - Lists the member Pods, PersistentVolumeClaims, Services and PodDisruptionBudgets that
     carry O(selector), and the Secrets that carry O(secret_selector), in O(namespace).
+  - With O(recovery_selector), also lists the Jobs and Pods that carry it (a quorum
+    recovery's), and fails (RV(reason) V(Forbidden)) when they may not be listed.
+  - With O(own_pod), returns the image that Pod's container runs (the operator's own, which
+    a recovery Job runs too).
   - With O(etcd.enabled), reaches every running member Pod (by the headless Service's DNS name,
     or through C(kubectl port-forward) with O(etcd.port_forward)) and returns what
     M(etcd_cluster_info) would, using the CA of the server Secret and the client pair of the
@@ -30,6 +34,7 @@ version_added: "0.2.0"
 author: etcd runbook operator maintainers
 extends_documentation_fragment:
   - etcd_kube
+  - etcd_own_pod
 options:
   namespace:
     description: Namespace of the cluster's objects.
@@ -53,6 +58,13 @@ options:
     description: Also list the EtcdBackups of O(namespace) (RV(backups)).
     type: bool
     default: false
+  recovery_selector:
+    description:
+      - Label selector of the cluster's quorum-recovery Jobs and their Pods
+        (C(app.kubernetes.io/name=etcd-recovery,etcd.runbook.io/cluster=<cluster>)), listed
+        as RV(recovery_jobs) and RV(recovery_pods).
+      - Omitted or empty, neither is listed.
+    type: str
   etcd:
     description: Whether and how to ask etcd.
     type: dict
@@ -387,6 +399,59 @@ backups:
           clusterID: cdf818194e3a8c32
           member: example-1
           duration: 4.52s
+recovery_jobs:
+  description: The Jobs that carry O(recovery_selector); empty without it.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - apiVersion: batch/v1
+      kind: Job
+      metadata:
+        name: example-recover-3f9a1c2b7d
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd-recovery
+          app.kubernetes.io/instance: example
+          etcd.runbook.io/cluster: example
+          etcd.runbook.io/recovery: 3f9a1c2b7d4e5f60
+          app.kubernetes.io/managed-by: etcd-runbook-operator
+        ownerReferences:
+        - apiVersion: etcd.runbook.io/v1alpha1
+          kind: EtcdCluster
+          name: example
+          uid: 5f0c2a5e-3d7b-4c1e-9a8f-2b6d4e1c7a90
+          controller: true
+          blockOwnerDeletion: true
+      spec:
+        backoffLimit: 0
+        activeDeadlineSeconds: 3600
+      status:
+        active: 1
+        startTime: '2026-11-27T02:12:05Z'
+recovery_pods:
+  description: The Pods that carry O(recovery_selector) (a recovery Job's); empty without it.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - apiVersion: v1
+      kind: Pod
+      metadata:
+        name: example-recover-3f9a1c2b7d-q8v4n
+        namespace: prod
+        labels:
+          app.kubernetes.io/name: etcd-recovery
+          etcd.runbook.io/cluster: example
+          etcd.runbook.io/recovery: 3f9a1c2b7d4e5f60
+          job-name: example-recover-3f9a1c2b7d
+      status:
+        phase: Running
+image:
+  description: The image of O(own_pod)'s container; empty without O(own_pod).
+  returned: always
+  type: str
+  sample: localhost/etcd-runbook-operator:0.1.0
 endpoints:
   description: Member name to the client URL this look reached it at.
   returned: always
@@ -482,6 +547,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
 from etcd_runbook.clients.etcd_kube import kube_argument_spec
+from etcd_runbook.observe.etcd_backup_observe import own_pod_argument_spec
 from etcd_runbook.observe.etcd_observe import observe
 
 
@@ -508,7 +574,9 @@ def argument_spec() -> dict[str, Any]:
         "secret_selector": {"type": "str"},
         "secret_names": {"type": "list", "elements": "str", "no_log": False},
         "backups": {"type": "bool", "default": False},
+        "recovery_selector": {"type": "str"},
         **kube_argument_spec(),
+        **own_pod_argument_spec(),
         "etcd": {"type": "dict", "default": {}, "options": etcd},
         "wait_for": {
             "type": "dict",

@@ -26,6 +26,7 @@ author: etcd runbook operator maintainers
 extends_documentation_fragment:
   - etcd_kube
   - etcd_own_pod
+  - etcd_own_pod.timeout
 options:
   namespace:
     description: Namespace of the EtcdRestore.
@@ -232,7 +233,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from etcd_runbook.clients.etcd_errors import EtcdModuleError
 from etcd_runbook.clients.etcd_kube import KubeReader, credentials, kube_argument_spec
-from etcd_runbook.observe.etcd_backup_observe import own_pod_argument_spec
+from etcd_runbook.observe.etcd_backup_observe import (
+    api_timeout_argument_spec,
+    own_pod_argument_spec,
+)
 from etcd_runbook.observe.etcd_restore_observe import observe_restore
 
 
@@ -247,6 +251,7 @@ def argument_spec() -> dict[str, Any]:
         "first_claim": {"type": "str"},
         **kube_argument_spec(),
         **own_pod_argument_spec(),
+        **api_timeout_argument_spec(),
     }
 
 

@@ -22,8 +22,8 @@ class Reader(Protocol):
 
 
 def own_pod_argument_spec() -> dict[str, Any]:
-    """The options naming the operator's own Pod, and the API timeout (doc fragment
-    etcd_own_pod), shared by the observe modules of the runbooks that run Jobs."""
+    """The option naming the operator's own Pod (doc fragment etcd_own_pod), shared by the
+    observe modules of the runbooks that run Jobs in the operator's image."""
     return {
         "own_pod": {
             "type": "dict",
@@ -33,14 +33,30 @@ def own_pod_argument_spec() -> dict[str, Any]:
                 "container": {"type": "str", "default": "manager"},
             },
         },
-        "timeout": {"type": "float", "default": 30},
     }
+
+
+def api_timeout_argument_spec() -> dict[str, Any]:
+    """The API timeout of the backup and restore looks (doc fragment etcd_own_pod.timeout).
+    Apart from own_pod: the cluster look takes own_pod but bounds its reads itself, and has
+    timeouts of its own under etcd and wait_for."""
+    return {"timeout": {"type": "float", "default": 30}}
 
 
 def container_image(pod: dict[str, Any] | None, container: str) -> str:
     containers = ((pod or {}).get("spec") or {}).get("containers") or []
     chosen = [c for c in containers if c.get("name") == container] or containers[:1]
     return str(chosen[0].get("image") or "") if chosen else ""
+
+
+def own_image(reader: Reader, own_pod: dict[str, Any] | None) -> str:
+    """The image of the operator's own Pod's container (the option own_pod), which the Jobs
+    it makes run too; '' when no Pod is named."""
+    own = own_pod or {}
+    if not (own.get("name") and own.get("namespace")):
+        return ""
+    pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
+    return container_image(pod, own.get("container") or "manager")
 
 
 def secret_key_names(reader: Reader, namespace: str, name: str) -> list[str] | None:
@@ -94,8 +110,5 @@ def observe_backup(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
         facts["claim_found"] = claim is not None
         if claim is not None:
             facts["claim_labels"] = dict((claim.get("metadata") or {}).get("labels") or {})
-    own = params.get("own_pod") or {}
-    if own.get("name") and own.get("namespace"):
-        pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
-        facts["image"] = container_image(pod, own.get("container") or "manager")
+    facts["image"] = own_image(reader, params.get("own_pod"))
     return facts

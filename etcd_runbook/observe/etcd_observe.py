@@ -1,5 +1,6 @@
 """One look at an etcd cluster on Kubernetes: its member Pods, claims, Services, disruption
-budget and TLS Secrets, then what etcd itself says, in one process.
+budget and TLS Secrets (when asked, its quorum-recovery Jobs and their Pods, and the operator's
+own image), then what etcd itself says, in one process.
 
 Each module process costs ansible about a second of start-up on a small machine, and a run
 with nothing to do used to start eight of them to look. Everything here is read-only; the
@@ -32,6 +33,7 @@ from etcd_runbook.names import (
     LABEL_HOSTNAME,
     LABEL_MEMBER,
 )
+from etcd_runbook.observe.etcd_backup_observe import own_image
 from etcd_runbook.operations.etcd_health import cluster_info
 from etcd_runbook.rules import etcd_pods as pod_rules
 from etcd_runbook.rules.cluster.nodes import NODE_SILENCE
@@ -324,6 +326,8 @@ class Observer:
     timeout: float
     backups: bool = False
     secret_names: list[str] | None = None
+    recovery_selector: str | None = None
+    own_pod: dict[str, Any] | None = None
 
     def listed(
         self, group_version: str, resource: str, kind: str, selector: str
@@ -434,13 +438,20 @@ class Observer:
         return volumes
 
     def kubernetes(self) -> dict[str, Any]:
-        sel = self.selector
+        sel, recovery = self.selector, self.recovery_selector
         facts: dict[str, Any] = {
             "pods": self.pods(),
             "claims": self.listed("v1", "persistentvolumeclaims", "PersistentVolumeClaim", sel),
             "services": self.listed("v1", "services", "Service", sel),
             "budgets": self.listed("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", sel),
             "secrets": [],
+            # A quorum recovery's Job and its Pods carry another app name than the members
+            # (names.recovery_selector), so the member selector never takes them. Only asked
+            # for by a run that may recover: each list costs a request on every look.
+            "recovery_jobs": self.listed("batch/v1", "jobs", "Job", recovery) if recovery else [],
+            "recovery_pods": self.listed("v1", "pods", "Pod", recovery) if recovery else [],
+            # The image a recovery Job runs: the operator's own.
+            "image": own_image(self.reader, self.own_pod),
         }
         facts["nodes"] = self.nodes_of(facts["pods"])
         facts["volumes"] = (
@@ -730,6 +741,8 @@ def _observer(params: dict[str, Any], etcd: dict[str, Any]) -> Observer:
         secret_names=params.get("secret_names"),
         timeout=float(etcd.get("timeout") or 5),
         backups=bool(params.get("backups")),
+        recovery_selector=params.get("recovery_selector") or None,
+        own_pod=params.get("own_pod"),
     )
 
 

@@ -15,7 +15,7 @@ from etcd_runbook.names import (
     LABEL_CLUSTER,
     LABEL_RESTORE,
 )
-from etcd_runbook.observe.etcd_backup_observe import Reader, container_image, secret_key_names
+from etcd_runbook.observe.etcd_backup_observe import Reader, own_image, secret_key_names
 
 
 def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +55,5 @@ def observe_restore(reader: Reader, params: dict[str, Any]) -> dict[str, Any]:
     if claim:
         path = namespaced("v1", ns, "persistentvolumeclaims", claim)
         facts["source_claim_found"] = reader.get(path) is not None
-    own = params.get("own_pod") or {}
-    if own.get("name") and own.get("namespace"):
-        pod = reader.get(namespaced("v1", own["namespace"], "pods", own["name"]))
-        facts["image"] = container_image(pod, own.get("container") or "manager")
+    facts["image"] = own_image(reader, params.get("own_pod"))
     return facts

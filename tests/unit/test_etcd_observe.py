@@ -11,6 +11,7 @@ import pytest
 
 from etcd_runbook.clients.etcd_errors import EtcdInputError
 from etcd_runbook.clients.etcd_kube import KubeError
+from etcd_runbook.names import recovery_selector
 from etcd_runbook.observe.etcd_observe import (
     Observer,
     ask_etcd,
@@ -214,6 +215,123 @@ def test_the_namespaces_backups_are_listed_only_when_asked(backups):
     listed = "/apis/etcd.runbook.io/v1alpha1/namespaces/ns/etcdbackups"
     assert (listed in reader.listed) == backups
     assert ("backups" in facts) == backups
+
+
+RECOVERY = recovery_selector("e")
+JOBS_PATH = "/apis/batch/v1/namespaces/ns/jobs"
+PODS_PATH = "/api/v1/namespaces/ns/pods"
+OWN_PATH = "/api/v1/namespaces/ops/pods/operator-0"
+
+
+class _Objects:
+    """Lists by path and label selector, objects by path; GETs and lists recorded, and a
+    Forbidden for the paths given."""
+
+    def __init__(
+        self,
+        lists: dict[tuple[str, str], list[dict]],
+        objects: dict[str, dict],
+        forbidden: tuple[str, ...] = (),
+    ) -> None:
+        self.lists, self.objects, self.forbidden = lists, objects, forbidden
+        self.asked: list[str] = []
+
+    def items(self, path: str, label_selector: str, kind: str, api_version: str) -> list:
+        self.asked.append(f"{path}?{label_selector}")
+        if path in self.forbidden:
+            raise KubeError(f"GET {path}: HTTP 403: jobs is forbidden", reason="Forbidden")
+        return [
+            {"apiVersion": api_version, "kind": kind, **item}
+            for item in self.lists.get((path, label_selector), [])
+        ]
+
+    def get(self, path: str, query: dict[str, str] | None = None) -> dict | None:
+        self.asked.append(path)
+        return self.objects.get(path)
+
+
+def _recovery(kind: str, name: str) -> dict:
+    labels = {"app.kubernetes.io/name": "etcd-recovery", "etcd.runbook.io/cluster": "e"}
+    return {"metadata": {"name": name, "labels": labels, "managedFields": [{"manager": kind}]}}
+
+
+def _operator(*containers: tuple[str, str]) -> dict:
+    return {"spec": {"containers": [{"name": n, "image": i} for n, i in containers]}}
+
+
+@pytest.mark.parametrize(
+    ("selector", "jobs", "pods"),
+    [
+        # Not asked (a read-only run): neither list is read.
+        (None, [], []),
+        ("", [], []),
+        (RECOVERY, ["e-recover-3f9a1c2b7d"], ["e-recover-3f9a1c2b7d-q8v4n"]),
+    ],
+)
+def test_the_recovery_jobs_and_their_pods_are_listed_only_when_asked(selector, jobs, pods):
+    reader = _Objects(
+        {
+            (JOBS_PATH, RECOVERY): [_recovery("Job", "e-recover-3f9a1c2b7d")],
+            (PODS_PATH, RECOVERY): [_recovery("Pod", "e-recover-3f9a1c2b7d-q8v4n")],
+            # A member Pod: the member selector's, never a recovery's.
+            (PODS_PATH, "a=b"): [_pod("e-0")],
+        },
+        {},
+    )
+    facts = Observer(reader, "ns", "a=b", None, 5.0, recovery_selector=selector).kubernetes()
+    assert [j["metadata"]["name"] for j in facts["recovery_jobs"]] == jobs
+    assert [p["metadata"]["name"] for p in facts["recovery_pods"]] == pods
+    assert [p["metadata"]["name"] for p in facts["pods"]] == ["e-0"]
+    assert all(j["kind"] == "Job" for j in facts["recovery_jobs"])
+    # Made lean like every other list: managedFields would be copied into each task's vars.
+    assert not any(
+        "managedFields" in o["metadata"] for o in facts["recovery_jobs"] + facts["recovery_pods"]
+    )
+    wanted = [f"{JOBS_PATH}?{RECOVERY}", f"{PODS_PATH}?{RECOVERY}"] if selector else []
+    assert [a for a in reader.asked if not a.endswith("?a=b")] == wanted
+
+
+def test_recovery_jobs_nobody_may_list_fail_the_look():
+    # Unlike Nodes (unknown when forbidden): a recovery Job nobody could see would be taken
+    # for none, and a second one made.
+    reader = _Objects({}, {}, forbidden=(JOBS_PATH,))
+    observer = Observer(reader, "ns", "a=b", None, 5.0, recovery_selector=RECOVERY)
+    with pytest.raises(KubeError) as raised:
+        observer.kubernetes()
+    assert raised.value.reason == "Forbidden" and JOBS_PATH in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("own_pod", "pod", "image"),
+    [
+        (
+            {"namespace": "ops", "name": "operator-0", "container": "manager"},
+            _operator(("sidecar", "proxy:2"), ("manager", "op:1")),
+            "op:1",
+        ),
+        # No container of that name: the first one's.
+        (
+            {"namespace": "ops", "name": "operator-0", "container": "manager"},
+            _operator(("operator", "op:2")),
+            "op:2",
+        ),
+        ({"namespace": "ops", "name": "operator-0"}, None, ""),
+        # Not named (outside the operator, or ETCD_RUNBOOK_IMAGE set): no Pod is read.
+        (None, None, ""),
+        ({}, None, ""),
+    ],
+)
+def test_the_operators_own_image_is_read_from_its_pod_when_named(own_pod, pod, image):
+    reader = _Objects({}, {OWN_PATH: pod} if pod else {})
+    facts = Observer(reader, "ns", "a=b", None, 5.0, own_pod=own_pod).kubernetes()
+    assert facts["image"] == image
+    assert (OWN_PATH in reader.asked) == bool(own_pod)
+
+
+def test_the_look_selects_recovery_jobs_as_names_spells_it():
+    # look.yml writes the selector out (no filter gives it): it must stay names.py's.
+    look = (Path(__file__).resolve().parents[2] / "roles/etcd_common/tasks/look.yml").read_text()
+    assert f"'{recovery_selector('')}' ~ etcd_common_name" in look
 
 
 class _Going:

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 """Ansible module: save an etcd snapshot from a member (to a file or an S3-compatible store),
-fetch one from the store, or restore one into a new data dir."""
+fetch one from the store (or copy a stopped member's database out), or restore one into a new
+data dir."""
 
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ description:
     and sha256 against its manifest (or O(sha256) when given) and etcd's integrity hash on
     the way; the file appears atomically, and a corrupt, truncated or missing object leaves
     O(path) as it was. A snapshot without a manifest needs O(sha256).
+  - O(state=fetched) with O(member_data_dir) copies a stopped member's own database
+    (C(member/snap/db)) whole to O(path), read-only at the source, for a restore with the
+    etcd tool's C(--skip-hash-check) (the database has no hash trailer). Its bbolt meta pages
+    are checked first (a foreign file, or one shorter than the pages they count, is refused
+    before a byte is copied); the file appears atomically. When O(path) already holds the same
+    bytes (the same sha256), nothing changes. A data dir that a running etcd holds (its WAL
+    files locked) is refused.
   - O(state=restored) restores the snapshot at O(path) into the new data dir O(data_dir)
     with the etcdutl of the target etcd version (for etcd 3.4, which has no etcdutl, its
     C(etcdctl snapshot restore)). The restored member belongs to a new cluster with a new
@@ -79,8 +87,9 @@ options:
   state:
     description:
       - V(saved) takes a snapshot into O(path) (or, with O(s3), into the store);
-        V(fetched) downloads O(key) from O(s3) to O(path); V(restored) restores O(path)
-        (with O(s3), first fetched from O(key)) into O(data_dir).
+        V(fetched) downloads O(key) from O(s3) (or O(directory)) to O(path), or copies the
+        database of O(member_data_dir) there; V(restored) restores O(path) (with O(s3), first
+        fetched from O(key); with O(member_data_dir), first copied) into O(data_dir).
     type: str
     choices: [saved, fetched, restored]
     default: saved
@@ -168,9 +177,10 @@ options:
     type: path
   member_data_dir:
     description:
-      - With O(state=restored), restore the database of the stopped member whose data dir
-        (its etcd C(--data-dir)) this is, copied to O(path) first. Never written to.
-      - Not with O(s3), O(directory) or O(sha256).
+      - The data dir (its etcd C(--data-dir)) of a stopped member whose own database is the
+        snapshot. O(state=fetched) copies it to O(path); O(state=restored) copies it to
+        O(path), then restores it. Never written to.
+      - Not with O(state=saved), nor with O(s3), O(directory), O(key), O(prefix) or O(sha256).
     type: path
   name:
     description:
@@ -278,6 +288,12 @@ EXAMPLES = r"""
     name: etcd-0
     initial_advertise_peer_urls: ["https://etcd-0.etcd.prod.svc:2380"]
     bin_dir: /usr/local/bin
+
+- name: Copy a stopped survivor's own database out, for etcd's own restore to read
+  etcd_snapshot:
+    state: fetched
+    member_data_dir: /var/lib/etcd/survivor
+    path: /var/lib/etcd-recover/survivor.db
 
 - name: Restore it as the seed member of a new cluster
   etcd_snapshot:

@@ -14,7 +14,9 @@ default batch interval is 100 ms): those writes reached its WAL but not its data
 snapshot restore reads only the database. The copied file has no sha256 trailer (only
 `snapshot save` appends one), so its restore runs with --skip-hash-check; `snapshot status`
 walks the whole bbolt file first, so a torn or foreign file is refused before anything is
-written.
+written. Copied out on its own (the recovery Job's first step runs where there is no etcdutl),
+the file is first checked as bbolt opens it: a valid meta page, and a file as long as the pages
+that meta page says were written.
 """
 
 from __future__ import annotations
@@ -22,17 +24,29 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import struct
 
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError, EtcdRefusedError
 from etcd_runbook.clients.etcd_snapshot_io import (
     READ_CHUNK,
     SnapshotFile,
+    SnapshotIntegrityError,
     replaced_atomically,
     write_all,
 )
 
 DB = os.path.join("member", "snap", "db")
 WAL = os.path.join("member", "wal")
+
+# bbolt's meta page (go.etcd.io/bbolt page.go, db.go): after a 16-byte page header, magic,
+# version, page size, flags (u32 each), the root bucket (two u64), then the freelist's page,
+# the high-water page id, the txid and the checksum (u64 each, the FNV-1a 64 of the bytes
+# before it). bbolt writes it in the machine's byte order: little-endian where etcd runs.
+PAGE_HEADER = 16
+META = struct.Struct("<4I2Q4Q")
+MAGIC = 0xED0CDAED
+VERSION = 2
+FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
 def member_db(data_dir: str) -> str:
@@ -44,6 +58,55 @@ def member_db(data_dir: str) -> str:
             "data dir of a member (the directory etcd's --data-dir named)"
         )
     return path
+
+
+def fnv1a64(data: bytes) -> int:
+    """The checksum bbolt writes into a meta page: FNV-1a, 64 bits."""
+    value = FNV_OFFSET
+    for byte in data:
+        value = ((value ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def meta_page(raw: bytes) -> tuple[int, int, int] | None:
+    """(page size, high-water page id, txid) of a bbolt meta page's body, or None when it is
+    not a valid one (foreign, another bbolt version, or torn: its checksum fails)."""
+    if len(raw) < META.size:
+        return None
+    magic, version, page_size, _, _, _, _, pgid, txid, checksum = META.unpack_from(raw)
+    if magic != MAGIC or version != VERSION:
+        return None
+    if checksum != fnv1a64(raw[: META.size - 8]):
+        return None
+    return page_size, pgid, txid
+
+
+def bbolt_problem(metas: list[tuple[int, int, int] | None], size: int) -> str:
+    """Why a file of `size` bytes with these two meta pages is no database bbolt would open
+    whole ("" when none). bbolt uses the valid meta page of the newest txid (a crash while
+    writing one leaves the other); the pages below its high-water id must all be there."""
+    valid = [meta for meta in metas if meta is not None]
+    if not valid:
+        return "it is not an etcd (bbolt) database: neither of its meta pages is valid"
+    page_size, pgid, _ = max(valid, key=lambda meta: meta[2])
+    if size < pgid * page_size:
+        return (
+            f"it is truncated: {size} bytes, where its meta page counts {pgid} pages of "
+            f"{page_size} bytes"
+        )
+    return ""
+
+
+def check_database(path: str) -> None:
+    """Raise unless `path` is a whole bbolt database, as far as its meta pages tell."""
+    with open(path, "rb") as handle:
+        first = meta_page(handle.read(PAGE_HEADER + META.size)[PAGE_HEADER:])
+        # bbolt finds the second meta page by the first one's page size, else the machine's.
+        handle.seek((first[0] if first else os.sysconf("SC_PAGE_SIZE")) + PAGE_HEADER)
+        second = meta_page(handle.read(META.size))
+        problem = bbolt_problem([first, second], os.fstat(handle.fileno()).st_size)
+    if problem:
+        raise SnapshotIntegrityError(f"{path} cannot be copied out: {problem}")
 
 
 def running_lock(data_dir: str) -> str:
@@ -77,14 +140,19 @@ def check_stopped(data_dir: str) -> str:
     return path
 
 
-def copy_member_db(data_dir: str, path: str) -> SnapshotFile:
-    """Copy the stopped member's database to `path` (a new file, whole or not at all)."""
+def check_outside(data_dir: str, path: str) -> None:
+    """Raise when the copy `path` would be written into the member's own data dir."""
     root = os.path.realpath(data_dir)
     if os.path.commonpath([root, os.path.realpath(path)]) == root:
         raise EtcdInputError(
             f"path {path} is inside member_data_dir {data_dir}, which is read, never written: "
             "give a path elsewhere"
         )
+
+
+def copy_member_db(data_dir: str, path: str) -> SnapshotFile:
+    """Copy the stopped member's database to `path` (a new file, whole or not at all)."""
+    check_outside(data_dir, path)
     source = check_stopped(data_dir)
     digest = hashlib.sha256()
     size = 0

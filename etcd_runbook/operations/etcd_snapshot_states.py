@@ -1,5 +1,6 @@
 """The etcd_snapshot module's three states, from its params: a snapshot saved
-(etcd_snapshot_save), fetched from where it is kept to a file, or restored into a new data dir.
+(etcd_snapshot_save), fetched from where it is kept (or a stopped member's own database) to a
+file, or restored into a new data dir.
 
 A fetch checks the stored snapshot against its manifest (or the sha256 given) before a byte is
 written, and the file appears only whole and verified; a restore from a store fetches first
@@ -20,7 +21,12 @@ from etcd_runbook.clients.etcd_snapshot_io import (
     verify_file,
 )
 from etcd_runbook.clients.etcd_snapshot_tool import find_tool
-from etcd_runbook.operations.etcd_member_db import check_stopped, copy_member_db
+from etcd_runbook.operations.etcd_member_db import (
+    check_database,
+    check_outside,
+    check_stopped,
+    copy_member_db,
+)
 from etcd_runbook.operations.etcd_snapshot_dir import DirectoryStore
 from etcd_runbook.operations.etcd_snapshot_restore import (
     RestoreSpec,
@@ -89,6 +95,37 @@ def fetch_snapshot(params: Params, check_mode: bool, *, read_back: bool = False)
         return {**result, "changed": True, "msg": f"copied {where} to {path} ({size} bytes)"}
     download_snapshot(store, key, path, sha256=expected, size=size, read_back=read_back)
     return {**result, "changed": True, "msg": f"downloaded {where} to {path} ({size} bytes)"}
+
+
+def fetch_member_db(params: Params, check_mode: bool) -> dict[str, Any]:
+    """state=fetched with member_data_dir: the stopped member's database copied whole to
+    `path`, once. Its restore (the next step, with etcd's own tool) reads no hash trailer, so
+    the file is checked here as bbolt would open it, before a byte is copied."""
+    data_dir, path = params["member_data_dir"], params["path"]
+    check_outside(data_dir, path)
+    source = check_stopped(data_dir)
+    check_database(source)
+    size = os.path.getsize(source)
+    result: dict[str, Any] = {"path": path, "size": size}
+    # A stopped member's database does not change: the same bytes at `path` are this copy.
+    if os.path.isfile(path) and os.path.getsize(path) == size:
+        sha256 = file_sha256(source)
+        if file_sha256(path) == sha256:
+            return {
+                **result,
+                "sha256": sha256,
+                "changed": False,
+                "msg": f"{path} already holds the database of {data_dir}",
+            }
+    if check_mode:
+        return {
+            **result,
+            "sha256": file_sha256(source),
+            "changed": True,
+            "msg": f"would copy {source} to {path} ({size} bytes)",
+        }
+    copied = copy_member_db(data_dir, path)
+    return {**copied.as_dict(), "changed": True, "msg": f"copied {source} to {path} ({size} bytes)"}
 
 
 def restore_spec(params: Params, sha256: str) -> RestoreSpec:
@@ -171,6 +208,8 @@ def snapshot_state(params: Params, check_mode: bool) -> dict[str, Any]:
         raise EtcdInputError(problem)
     if params["state"] == "saved":
         return save_snapshot(params, open_store(params), check_mode)
+    if params["state"] == "fetched" and params["member_data_dir"]:
+        return fetch_member_db(params, check_mode)
     if params["state"] == "fetched":
         return fetch_snapshot(params, check_mode)
     return restore_snapshot(params, check_mode)

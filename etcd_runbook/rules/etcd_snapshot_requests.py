@@ -25,10 +25,16 @@ def request_problem(params: Params) -> str:
     state = params["state"]
     stored = stored_in(params)
     if params["member_data_dir"]:
-        if state != "restored":
-            return "member_data_dir is the source of a restore: only with state=restored"
+        if state == "saved":
+            return (
+                "member_data_dir is a stopped member's database to copy out: only with "
+                "state=fetched or state=restored"
+            )
         if stored:
             return f"member_data_dir and {stored} are two sources: give one"
+        for option in ("key", "prefix"):
+            if params[option]:
+                return f"member_data_dir is copied, not read from a store: drop {option}"
         if params["sha256"]:
             return "member_data_dir is copied and hashed here: drop sha256"
     if (params["key"] or params["prefix"]) and not stored:
@@ -41,8 +47,8 @@ def request_problem(params: Params) -> str:
         if params["path"]:
             return f"state=saved with {stored} writes no other file: drop path"
         return ""
-    if state == "fetched" and not stored:
-        return "state=fetched needs s3 or directory, and key"
+    if state == "fetched" and not (stored or params["member_data_dir"]):
+        return "state=fetched needs s3 or directory, and key (or member_data_dir)"
     if stored and not params["key"]:
         return f"state={state} with {stored} needs key (the snapshot to read)"
     if stored and params["prefix"]:

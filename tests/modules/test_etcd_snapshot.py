@@ -278,3 +278,61 @@ def test_a_majority_lost_is_recovered_from_the_stopped_survivor_s_own_database(
     empty.mkdir()
     nothing = run_module("etcd_snapshot", {**args, "member_data_dir": str(empty)})
     assert nothing["failed"] and "holds no etcd database" in nothing["msg"], nothing
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_stopped_member_s_database_is_fetched_whole_for_etcd_s_own_restore(
+    etcd_cluster_factory, tmp_path, version
+):
+    """The recovery Job's first step (state=fetched with member_data_dir) copies the stopped
+    member's database; its next step, etcd's own tool with --skip-hash-check, restores it."""
+    from etcd_runbook.clients.etcd_snapshot_tool import find_tool
+
+    c = etcd_cluster_factory(version=version, size=1)
+    data = seed(c)
+    original_revision = revision(c)
+    name = c.members[0].name
+    source = c.member(name).data_dir
+    copy = tmp_path / "survivor.db"
+    args = {"state": "fetched", "member_data_dir": str(source), "path": str(copy)}
+
+    running = run_module("etcd_snapshot", args)
+    assert running["failed"] and running["reason"] == "Refused", running
+    assert "belongs to a running etcd" in running["msg"], running
+    assert not copy.exists()
+
+    c.stop_member(name)
+    before = tree_digest(source)
+    planned = run_module("etcd_snapshot", args, check=True)
+    assert planned["changed"] and planned["msg"].startswith("would copy "), planned
+    assert not copy.exists()
+
+    fetched = run_module("etcd_snapshot", args)
+    assert fetched["changed"] and not fetched.get("failed"), fetched
+    db = (source / "member" / "snap" / "db").read_bytes()
+    assert copy.read_bytes() == db
+    assert (fetched["size"], fetched["sha256"]) == (len(db), hashlib.sha256(db).hexdigest())
+    again = run_module("etcd_snapshot", args)
+    assert not again["changed"] and again["sha256"] == fetched["sha256"], again
+    assert tree_digest(source) == before, "the member's data dir must be read, never written"
+
+    # The module restores a file only with etcd's hash trailer, which a member's database lacks:
+    # the Job's next step runs etcd's own tool, as here.
+    tool = find_tool(None, str(c.bin_dir))
+    peer = etcd_cluster_factory.free_url()
+    data_dir = tmp_path / "recovered"
+    tool.restore(
+        tool.restore_command(
+            str(copy),
+            str(data_dir),
+            name="r1",
+            initial_cluster=f"r1={peer}",
+            initial_cluster_token="recovered",
+            initial_advertise_peer_urls=peer,
+            bump_revision=BUMP,
+            skip_hash_check=True,
+        )
+    )
+    r = etcd_cluster_factory.from_data_dir(version, data_dir, "r1", peer)
+    check_new_cluster(r, data, original_revision)

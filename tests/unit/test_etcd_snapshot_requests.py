@@ -61,7 +61,10 @@ def test_stored_in(given, stored):
         ({"s3": S3, "key": "k", "path": "/b/s.db"}, "writes no other file: drop path"),
         # fetched
         ({"state": "fetched", "s3": S3, "key": "k", "path": "/b/s.db"}, ""),
-        ({"state": "fetched", "path": "/b/s.db"}, "state=fetched needs s3 or directory, and key"),
+        (
+            {"state": "fetched", "path": "/b/s.db"},
+            "state=fetched needs s3 or directory, and key (or member_data_dir)",
+        ),
         ({"state": "fetched", "s3": S3, "path": "/b/s.db"}, "state=fetched with s3 needs key"),
         (
             {"state": "fetched", "s3": S3, "key": "k", "path": "/b/s.db", "backup": {}},
@@ -85,11 +88,8 @@ def test_stored_in(given, stored):
         ({"state": "restored", "member_data_dir": "/m"}, "state=restored needs path"),
         (
             {"member_data_dir": "/m", "path": "/b/s.db"},
-            "member_data_dir is the source of a restore: only with state=restored",
-        ),
-        (
-            {"state": "fetched", "member_data_dir": "/m", "s3": S3, "key": "k", "path": "/s"},
-            "only with state=restored",
+            "member_data_dir is a stopped member's database to copy out: only with "
+            "state=fetched or state=restored",
         ),
         (
             {"state": "restored", "member_data_dir": "/m", "s3": S3, "key": "k", "path": "/s"},
@@ -102,6 +102,37 @@ def test_stored_in(given, stored):
         (
             {"state": "restored", "member_data_dir": "/m", "path": "/s", "sha256": A},
             "member_data_dir is copied and hashed here: drop sha256",
+        ),
+        (
+            {"state": "restored", "member_data_dir": "/m", "path": "/s", "key": "k"},
+            "member_data_dir is copied, not read from a store: drop key",
+        ),
+        # fetched from a stopped member's own database
+        ({"state": "fetched", "member_data_dir": "/m", "path": "/b/s.db"}, ""),
+        ({"state": "fetched", "member_data_dir": "/m"}, "state=fetched needs path"),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "s3": S3, "key": "k", "path": "/s"},
+            "member_data_dir and s3 are two sources: give one",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "directory": "/v", "path": "/s"},
+            "member_data_dir and directory are two sources: give one",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "key": "k", "path": "/s"},
+            "member_data_dir is copied, not read from a store: drop key",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "prefix": "p", "path": "/s"},
+            "member_data_dir is copied, not read from a store: drop prefix",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "path": "/s", "sha256": A},
+            "member_data_dir is copied and hashed here: drop sha256",
+        ),
+        (
+            {"state": "fetched", "member_data_dir": "/m", "path": "/s", "backup": {"n": 1}},
+            "backup goes into a manifest: only with state=saved and a store",
         ),
     ],
 )

@@ -1,13 +1,15 @@
 """The etcd_snapshot module's states (etcd_runbook/operations/etcd_snapshot_states.py and
 etcd_snapshot_save.py) over a real directory store, with etcd and its tool faked: what is kept,
-what check mode promises, what a save records, what a fetch and a restore refuse. The same
-module on real etcd, etcdutl and S3: tests/modules/test_etcd_snapshot*.py."""
+what check mode promises, what a save records, what a fetch and a restore refuse; a stopped
+member's database fetched, from a fake bbolt file. The same module on real etcd, etcdutl and
+S3: tests/modules/test_etcd_snapshot*.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +20,7 @@ import pytest
 from etcd_runbook.clients.etcd_common import EndpointStatus, Member
 from etcd_runbook.clients.etcd_errors import EtcdInputError, EtcdModuleError
 from etcd_runbook.clients.etcd_snapshot_tool import SnapshotTool
+from etcd_runbook.operations import etcd_member_db as member_db
 from etcd_runbook.operations import etcd_snapshot_save as save
 from etcd_runbook.operations import etcd_snapshot_states as states
 from etcd_runbook.operations.etcd_health import ClusterHealth
@@ -261,6 +264,141 @@ def test_a_fetch_of_a_missing_key_says_so(tmp_path):
     with pytest.raises(EtcdModuleError, match="no snapshot at") as failed:
         states.fetch_snapshot(fetch_params(tmp_path / "v", path=str(tmp_path / "o")), False)
     assert failed.value.reason == "SnapshotMissing"
+
+
+# ---- fetched from a stopped member's own database ---------------------------------------
+
+PAGE = 4096
+
+
+def meta(pgid: int, txid: int, magic: int = member_db.MAGIC) -> bytes:
+    """A bbolt meta page's header and body: root bucket on page 3, freelist on page 2."""
+    body = member_db.META.pack(magic, member_db.VERSION, PAGE, 0, 3, 0, 2, pgid, txid, 0)[:-8]
+    return bytes(member_db.PAGE_HEADER) + body + struct.pack("<Q", member_db.fnv1a64(body))
+
+
+def bbolt(pages: int = 4, counted: int | None = None) -> bytearray:
+    """A bbolt file of `pages` pages as far as its meta pages tell (the rest is noise), both
+    counting `counted` pages (default all); the second is the newer."""
+    file = bytearray(os.urandom(PAGE * pages))
+    for page, txid in ((0, 6), (1, 7)):
+        written = meta(counted or pages, txid)
+        file[page * PAGE : page * PAGE + len(written)] = written
+    return file
+
+
+def stopped_member(tmp_path: Path, db: bytes) -> Path:
+    data = tmp_path / "member-data"
+    (data / "member" / "snap").mkdir(parents=True)
+    (data / "member" / "snap" / "db").write_bytes(db)
+    (data / "member" / "wal").mkdir()
+    (data / "member" / "wal" / "0000000000000000-0000000000000000.wal").write_bytes(b"w")
+    return data
+
+
+def member_fetch(data: Path, path: Path) -> dict[str, Any]:
+    return params(state="fetched", member_data_dir=str(data), path=str(path))
+
+
+def test_fnv1a64_is_bbolt_s_checksum():
+    # The published FNV-1a 64 test vectors: the empty string and "a".
+    assert member_db.fnv1a64(b"") == 0xCBF29CE484222325
+    assert member_db.fnv1a64(b"a") == 0xAF63DC4C8601EC8C
+
+
+@pytest.mark.parametrize(
+    ("metas", "size", "problem"),
+    [
+        ([(PAGE, 4, 6), (PAGE, 4, 7)], 4 * PAGE, ""),
+        ([(PAGE, 4, 6), (PAGE, 4, 7)], 5 * PAGE, ""),  # grown ahead of its pages
+        ([None, (PAGE, 4, 7)], 4 * PAGE, ""),  # one meta torn: bbolt opens the other
+        ([(PAGE, 4, 6), None], 4 * PAGE, ""),
+        ([None, None], 4 * PAGE, "not an etcd (bbolt) database: neither of its meta pages"),
+        ([(PAGE, 4, 6), (PAGE, 4, 7)], 3 * PAGE, "truncated: 12288 bytes, where its meta page "),
+        ([(PAGE, 9, 6), (PAGE, 4, 7)], 4 * PAGE, ""),  # the newer txid's count is the one
+        ([(PAGE, 4, 6), (PAGE, 9, 7)], 4 * PAGE, "counts 9 pages of 4096 bytes"),
+    ],
+)
+def test_bbolt_problem(metas, size, problem):
+    found = member_db.bbolt_problem(metas, size)
+    assert (found == "") if problem == "" else (problem in found), found
+
+
+def test_a_stopped_member_s_database_is_fetched_whole_once(tmp_path):
+    db = bytes(bbolt())
+    data, path = stopped_member(tmp_path, db), tmp_path / "out.db"
+    asked = member_fetch(data, path)
+    sha = hashlib.sha256(db).hexdigest()
+    planned = states.snapshot_state(asked, check_mode=True)
+    assert planned["changed"] and planned["msg"].startswith("would copy ") and not path.exists()
+    assert (planned["path"], planned["size"], planned["sha256"]) == (str(path), len(db), sha)
+    fetched = states.snapshot_state(asked, check_mode=False)
+    assert fetched["changed"] and path.read_bytes() == db
+    assert (fetched["path"], fetched["size"], fetched["sha256"]) == (str(path), len(db), sha)
+    again = states.snapshot_state(asked, check_mode=False)
+    assert not again["changed"] and again["sha256"] == sha
+    assert again["msg"] == f"{path} already holds the database of {data}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["member-data", "out.db"]
+
+
+def test_a_file_of_other_bytes_at_path_is_replaced_by_the_database(tmp_path):
+    db = bytes(bbolt())
+    data, path = stopped_member(tmp_path, db), tmp_path / "out.db"
+    path.write_bytes(b"x" * len(db))  # the same size: the bytes decide
+    assert states.snapshot_state(member_fetch(data, path), check_mode=True)["changed"]
+    assert states.snapshot_state(member_fetch(data, path), check_mode=False)["changed"]
+    assert path.read_bytes() == db
+
+
+def torn_newest(file: bytearray) -> bytearray:
+    file[PAGE + member_db.PAGE_HEADER + 60] ^= 0xFF  # the second meta page's checksum
+    return file
+
+
+@pytest.mark.parametrize(
+    ("db", "words"),
+    [
+        (os.urandom(4 * PAGE), r"not an etcd \(bbolt\) database"),
+        (bytes(bbolt(pages=4, counted=6)), "truncated: 16384 bytes"),
+        (b"", r"not an etcd \(bbolt\) database"),
+        (b"bbolt" * 1000, r"not an etcd \(bbolt\) database"),
+    ],
+)
+def test_a_foreign_or_truncated_database_is_refused_and_nothing_is_written(tmp_path, db, words):
+    data, path = stopped_member(tmp_path, db), tmp_path / "out.db"
+    path.write_bytes(b"before")
+    for check_mode in (True, False):
+        with pytest.raises(EtcdModuleError, match=words) as failed:
+            states.snapshot_state(member_fetch(data, path), check_mode)
+        assert failed.value.reason == "SnapshotCorrupt"
+    assert path.read_bytes() == b"before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["member-data", "out.db"]
+
+
+def test_a_torn_newest_meta_page_falls_back_to_the_other_as_bbolt_does(tmp_path):
+    db = bytes(torn_newest(bbolt()))
+    data, path = stopped_member(tmp_path, db), tmp_path / "out.db"
+    assert states.snapshot_state(member_fetch(data, path), False)["changed"]
+    assert path.read_bytes() == db
+
+
+def test_a_running_member_s_database_is_not_fetched(tmp_path, monkeypatch):
+    # The WAL lock itself, held by another process: tests/unit/test_etcd_member_db.py.
+    data, path = stopped_member(tmp_path, bytes(bbolt())), tmp_path / "out.db"
+    monkeypatch.setattr(member_db, "running_lock", lambda data_dir: f"{data_dir}/member/wal/0.wal")
+    for check_mode in (True, False):
+        with pytest.raises(EtcdModuleError, match="belongs to a running etcd") as failed:
+            states.snapshot_state(member_fetch(data, path), check_mode)
+        assert failed.value.reason == "Refused"
+    assert not path.exists()
+
+
+def test_a_fetch_into_the_member_s_own_data_dir_is_refused_in_check_mode_too(tmp_path):
+    data = stopped_member(tmp_path, bytes(bbolt()))
+    for check_mode in (True, False):
+        with pytest.raises(EtcdInputError, match="read, never written"):
+            states.snapshot_state(member_fetch(data, data / "copy.db"), check_mode)
+    assert not (data / "copy.db").exists()
 
 
 # ---- restored ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_runbook.names import cluster_labels, cluster_selector, name
+from etcd_runbook.names import cluster_labels, cluster_selector, name, recovery_selector
 
 
 class FilterModule:
@@ -17,4 +17,5 @@ class FilterModule:
             "etcd_name": name,
             "etcd_cluster_labels": cluster_labels,
             "etcd_cluster_selector": cluster_selector,
+            "etcd_recovery_selector": recovery_selector,
         }

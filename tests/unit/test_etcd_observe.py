@@ -328,12 +328,6 @@ def test_the_operators_own_image_is_read_from_its_pod_when_named(own_pod, pod, i
     assert (OWN_PATH in reader.asked) == bool(own_pod)
 
 
-def test_the_look_selects_recovery_jobs_as_names_spells_it():
-    # look.yml writes the selector out (no filter gives it): it must stay names.py's.
-    look = (Path(__file__).resolve().parents[2] / "roles/etcd_common/tasks/look.yml").read_text()
-    assert f"'{recovery_selector('')}' ~ etcd_common_name" in look
-
-
 class _Going:
     """Pod lists in turn, as the API server answers while Pods terminate."""
 

@@ -5,6 +5,7 @@ ID, a member whose data is gone."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -12,6 +13,7 @@ from etcd_runbook.names import (
     ANN_CLUSTER_ID,
     ANN_FENCED,
     ANN_MEMBER_ID,
+    ANN_RECOVERY,
     ANN_REMOVING,
     ANN_RESTORE,
     ANN_RESTORE_PENDING,
@@ -158,13 +160,42 @@ def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
     return {"ok": True, "why": f"{len(agreeing)} of {len(voters)} voting members agree"}
 
 
+# A claim a quorum recovery fenced: "recovery <fingerprint>", " source" on the survivor's.
+_RECOVERY_FENCE = re.compile(r"^recovery ([0-9a-f]{16})( source)?$")
+
+
+def recovery_record(claim: dict[str, Any]) -> tuple[str, str] | None:
+    """(fingerprint, cluster ID recovered from) of a quorum recovery's first member's claim
+    (ANN_RECOVERY), None for any other claim."""
+    fingerprint, _, old_id = str(annotations_of(claim).get(ANN_RECOVERY) or "").partition(" ")
+    return (fingerprint, old_id) if fingerprint else None
+
+
+def recovery_fence(claim: dict[str, Any]) -> tuple[str, bool] | None:
+    """(fingerprint, whether it is the source's) of a claim a quorum recovery fenced."""
+    match = _RECOVERY_FENCE.match(str(annotations_of(claim).get(ANN_FENCED) or ""))
+    return (match.group(1), bool(match.group(2))) if match else None
+
+
+def _voting_claims(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims whose record of the cluster ID counts: neither fenced nor being deleted."""
+    return [c for c in claims if not _deleting(c) and ANN_FENCED not in annotations_of(c)]
+
+
 def recorded_cluster_id(obj: dict[str, Any], claims: list[dict[str, Any]]) -> str:
-    """The cluster ID this EtcdCluster was created with: its status, else its claims'."""
+    """The cluster ID this EtcdCluster was created with: its status, else its claims'. A
+    quorum recovery's first member's claim, while it is live, supersedes both: the cluster is
+    the one restored onto that claim, whose ID is what the claim records ('' until its first
+    member has answered), never the ID it was recovered from."""
+    live = _voting_claims(claims)
+    seeds = [c for c in live if recovery_record(c)]
+    if seeds:
+        return str(annotations_of(seeds[0]).get(ANN_CLUSTER_ID) or "")
     status_id = str((obj.get("status") or {}).get("clusterID") or "")
     if status_id:
         return status_id
     ids = Counter(
-        annotations_of(c)[ANN_CLUSTER_ID] for c in claims if annotations_of(c).get(ANN_CLUSTER_ID)
+        annotations_of(c)[ANN_CLUSTER_ID] for c in live if annotations_of(c).get(ANN_CLUSTER_ID)
     )
     return ids.most_common(1)[0][0] if ids else ""
 
@@ -209,6 +240,26 @@ class _Observed:
             n for n, c in self.claims.items() if annotations_of(c).get(ANN_RESTORE_PENDING)
         }
         self.restore = str(annotations_of(self.obj).get(ANN_RESTORE) or "")
+        # A quorum recovery's first member's claim (name, fingerprint, the ID recovered
+        # from), and the claims each recovery fenced: read back from the claims, so a run
+        # cut short anywhere is taken up from what was written.
+        self.recovery_seed = next(
+            (
+                (n, *record)
+                for n, c in sorted(self.claims.items())
+                if not _deleting(c)
+                and ANN_FENCED not in annotations_of(c)
+                and (record := recovery_record(c))
+            ),
+            None,
+        )
+        self.recovered = {r[0] for c in claims_list if (r := recovery_record(c))}
+        self.recovery_fenced: dict[str, dict[str, bool]] = {}
+        for n, c in self.claims.items():
+            if fence := recovery_fence(c):
+                self.recovery_fenced.setdefault(fence[0], {})[n] = fence[1]
+        self.recovery_jobs = list(facts.get("recovery_jobs") or [])
+        self.recovery_pods = list(facts.get("recovery_pods") or [])
         capacity = _claim_capacity(list(self.live_claims.values()))
         if capacity is not None and "quotaBackendBytes" not in (
             (self.obj.get("spec") or {}).get("storage") or {}

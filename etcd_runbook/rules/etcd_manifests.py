@@ -23,6 +23,8 @@ from etcd_runbook.names import (
     ANN_INITIAL_STATE,
     ANN_MEMBER_ID,
     ANN_POD_HASH,
+    ANN_RECOVERY,
+    ANN_RESTORE_PENDING,
     ANN_RESTORED_FROM,
     ANN_VERSION,
     GROUP,
@@ -32,6 +34,7 @@ from etcd_runbook.names import (
     LABEL_VOTER,
     MEMBER_DATA_DIR,
 )
+from etcd_runbook.rules.etcd_restore_plan import recovery_job
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
 RUN_AS = 65532
@@ -625,3 +628,42 @@ def pod_settle_marks(p: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for m in p["settle_marks"]
     ]
+
+
+def recovery_objects(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a quorum recovery's Restoring step makes that is missing (recover_steps.py), in
+    order: the first member's claim (marked restore-pending, so no Pod starts on it before
+    its data is written; recording the request and the cluster ID recovered from), then the
+    Job that writes it from the survivor's claim."""
+    recover = p["recover"]
+    seed, fingerprint = recover["seed"], recover["fingerprint"]
+    peer = peer_url(p, seed)
+    out: list[dict[str, Any]] = []
+    if recover["claim"]:
+        claim = member_claim(p, seed, initial_cluster_entry(peer), "new")
+        claim["metadata"]["annotations"] |= {
+            ANN_RESTORE_PENDING: fingerprint,
+            ANN_RECOVERY: f"{fingerprint} {recover['cluster_id']}",
+        }
+        out.append(claim)
+    if recover["job"]:
+        target = {
+            "member": seed,
+            "claim_name": f"{seed}-data",
+            "peer_url": peer,
+            # A new cluster: its own token, so no member of the old one takes it for theirs.
+            "token": f"{p['name']}-{fingerprint[:8]}",
+            "spec": {**p["spec"], "version": p["versions"].get(seed, p["spec"]["version"])},
+        }
+        cluster = {"metadata": {"name": p["name"], "namespace": p["namespace"], "uid": p["uid"]}}
+        out.append(
+            recovery_job(
+                cluster,
+                fingerprint,
+                f"{recover['source']}-data",
+                target,
+                recover["image"],
+                {"deadline_seconds": recover["deadline"]},
+            )
+        )
+    return out

@@ -42,6 +42,7 @@ from etcd_runbook.rules.cluster import (
     members,
     nodes,
     recover,
+    recover_steps,
     recovery,
     result,
     roll,
@@ -91,6 +92,7 @@ STEPS: tuple[Callable[[_Observed, Decided], Decided], ...] = (
     roll.plan_roll,  # one member a run, the leader last
     upgrade.plan_upgrade_gate,  # a minor upgrade waits for its snapshot
     roll.plan_transferee,  # who leadership moves to
+    recover_steps.plan_recover_steps,  # a quorum recovery carried out, alone while it acts
     result.plan_hands_off,  # paused, read-only, not allowed: nothing acted on
     result.plan_tls_hold,  # no Pod made that mounts a TLS Secret not fit to mount
     bootstrap.plan_bootstrap,  # a new cluster's members at once, with nothing to lose

@@ -22,6 +22,7 @@ from etcd_runbook.rules.etcd_manifests import (
     peer_url,
     pod_settle_marks,
     pod_voter_labels,
+    recovery_objects,
     replace_objects,
     services,
     tls_restored_ca,
@@ -50,4 +51,5 @@ class FilterModule:
             "etcd_replace_objects": replace_objects,
             "etcd_out_of_date": out_of_date,
             "etcd_doomed_pods": doomed_pods,
+            "etcd_recovery_objects": recovery_objects,
         }

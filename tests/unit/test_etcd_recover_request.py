@@ -563,18 +563,40 @@ def test_the_request_is_decided_on_each_run_and_recorded_in_status(
     assert events == [{"type": "Warning", "reason": event, "message": recovery["message"]}]
 
 
-def test_a_chosen_survivor_is_recorded_with_what_is_left_behind_and_not_carried_out():
-    recovery = ep.report(annotated(majority_lost(), f"member=e-0 clusterID={CID}"))["status"][
-        "recovery"
-    ]
+def test_a_chosen_survivor_is_recorded_with_what_is_left_behind_and_carried_out():
+    facts = annotated(majority_lost(), f"member=e-0 clusterID={CID}")
+    recovery = ep.report(facts)["status"]["recovery"]
     assert recovery["asked"] == f"member=e-0 clusterID={CID}"
     assert (recovery["source"], recovery["raftIndex"], recovery["revision"]) == ("e-0", 40, 30)
     assert recovery["leftBehind"] == [
         {"name": "e-1", "dataLost": True, "raftIndex": None, "revision": None},
         {"name": "e-2", "dataLost": True, "raftIndex": None, "revision": None},
     ]
-    assert recovery["carriedOut"] is False
-    assert "does not carry it out" in recovery["message"]
+    # Carried out from this run on: the first step fences every claim there is.
+    assert (recovery["carriedOut"], recovery["phase"]) == (True, "Fencing")
+    fingerprint = recovery["fingerprint"]
+    assert ep.plan(facts)["fence"] == [{"name": "e-0", "reason": f"recovery {fingerprint} source"}]
+
+
+def test_a_chosen_survivor_waits_while_the_cluster_is_paused():
+    facts = annotated(majority_lost(), f"member=e-0 clusterID={CID}")
+    facts["object"]["spec"]["paused"] = True
+    recovery = ep.report(facts)["status"]["recovery"]
+    assert (recovery["action"], recovery["carriedOut"]) == ("from_member", False)
+    assert "Nothing is done while spec.paused is true" in recovery["message"]
+    assert ep.plan(facts)["fence"] == [] and ep.plan(facts)["recover"] == {}
+
+
+def test_a_chosen_backup_is_recorded_and_left_to_a_person():
+    facts = annotated(
+        lost_facts({0: "claim", 1: "claim", 2: "claim"}, {}),
+        f"backup=nightly clusterID={CID}",
+    )
+    facts["backups"] = [backup("nightly")]
+    recovery = ep.report(facts)["status"]["recovery"]
+    assert (recovery["action"], recovery["carriedOut"]) == ("from_backup", False), recovery
+    assert "does not restore it into this cluster" in recovery["message"]
+    assert ep.plan(facts)["recover"] == {}
 
 
 def test_a_request_that_cannot_be_read_names_the_annotation_and_its_key():
@@ -585,13 +607,20 @@ def test_a_request_that_cannot_be_read_names_the_annotation_and_its_key():
     assert "did you mean clusterID?" in recovery["message"]
 
 
-@pytest.mark.parametrize("facts", [majority_lost, healthy])
 @pytest.mark.parametrize(
-    "value", [f"member=e-0 clusterID={CID}", "member=e-0", f"backup=b clusterID={CID}"]
+    "facts, value",
+    [
+        (facts, value)
+        for facts in (majority_lost, healthy)
+        for value in (f"member=e-0 clusterID={CID}", "member=e-0", f"backup=b clusterID={CID}")
+        # A survivor chosen while a majority is lost is carried out (test_etcd_recover_steps.py).
+        if (facts, value) != (majority_lost, f"member=e-0 clusterID={CID}")
+    ],
 )
 def test_a_request_changes_nothing_else_the_run_decides(facts, value):
-    """A request left in place, read or not, refused or chosen, never holds up healing or
-    scaling, and never turns the run into a failed one."""
+    """A request left in place, read or not, refused (or, for a backup, only recorded), never
+    holds up healing or scaling, and never turns the run into a failed one. A survivor chosen
+    is carried out (test_etcd_recover_steps.py)."""
     plain, asked = facts(), annotated(facts(), value)
     p, q = ep.plan(plain), ep.plan(asked)
     assert {k: v for k, v in q.items() if k != "recovery"} == {

@@ -25,6 +25,9 @@ def _bootstrap(o: _Observed, refused: bool) -> tuple[list[str], str]:
     members may have formed a cluster the operator could not reach (`_unrecorded_bootstrap`)."""
     if o.known or o.hands_off or refused or o.restore or o.recorded_id:
         return [], ""
+    # A cluster a quorum recovery acted on has data, wherever that recovery stands.
+    if o.recovery_seed or o.recovery_fenced:
+        return [], ""
     if ANN_BOOTSTRAP_STARTED in annotations_of(o.obj):
         return [], ""
     if not o.pods and not o.claims:

@@ -509,9 +509,10 @@ def decide(
     return _from_member(request, majority_lost, fingerprint)
 
 
-def _status_of(asked: str, decision: Decision) -> dict[str, Any]:
+def _status_of(asked: str, decision: Decision, held: bool) -> dict[str, Any]:
     """What status.recovery records of a decision: what was asked, what was chosen and why,
-    and what a recovery from that source leaves behind."""
+    and what a recovery from that source leaves behind. `held`: the cluster is paused (or
+    not the operator's to change), so a recovery from a survivor waits."""
     out: dict[str, Any] = {
         "asked": asked,
         "action": decision.action,
@@ -534,18 +535,28 @@ def _status_of(asked: str, decision: Decision) -> dict[str, Any]:
                 }
                 for m in decision.lost
             ],
-            # Said, not done: a person follows the steps by hand on the plan checked here.
+            # From a survivor, carried out by recover_steps.py from this run on; from a
+            # backup, said: a person restores it (NOT_CARRIED_OUT).
             "carriedOut": False,
-            "message": decision.message + NOT_CARRIED_OUT,
         }
+        if decision.action == "from_backup":
+            out["message"] = decision.message + NOT_CARRIED_OUT
+        elif held:
+            out["message"] = decision.message + HELD
     return out
 
 
-# What an accepted request says in this version: the decision is made and recorded, and the
-# steps are a person's (docs/runbooks.md, "Quorum lost").
+# What a request for a backup says in this version: the decision is made and recorded, and
+# the restore is a person's (docs/runbooks.md, "Quorum lost").
 NOT_CARRIED_OUT = (
-    ". This version checks and records the choice but does not carry it out: follow "
-    "docs/runbooks.md, 'Quorum lost', step 4, with this source"
+    ". This version checks and records a backup as the source but does not restore it into "
+    "this cluster: restore it into a new cluster with an EtcdRestore (docs/runbooks.md, "
+    "'Restore')"
+)
+# What a request from a survivor says while the cluster is paused or not the operator's.
+HELD = (
+    ". Nothing is done while spec.paused is true (or the cluster is outside the operator's "
+    "allow-lists): the recovery starts once it is not"
 )
 
 
@@ -577,7 +588,7 @@ def plan_recover_request(o: _Observed, d: Decided) -> Decided:
         quorum_answers=bool(o.quorum.get("ok")),
         majority_lost=d["majority_lost"],
         backups=o.backups,
-        # Nothing is carried out by this version, so no request is done yet.
-        done=[],
+        # Read back from the claims: a recovery's first member's claim records its request.
+        done=sorted(o.recovered),
     )
-    return {"recovery": _status_of(request.normalised(), decision)}
+    return {"recovery": _status_of(request.normalised(), decision, o.hands_off)}

@@ -15,6 +15,9 @@ from etcd_runbook.rules.cluster.recovery import majority_lost_message
 # looks again.
 LAGGING_RECHECK = 5
 
+# The phases of a quorum recovery in which the cluster is not yet back (recover_steps.py).
+RECOVERING = ("Fencing", "Stopping", "Restoring", "Starting", "Failed")
+
 
 def _waiting_for_restore(o: _Observed) -> str:
     """Why the cluster has no member yet while its restore runs, or ''."""
@@ -34,6 +37,9 @@ def _available(o: _Observed, p: dict[str, Any]) -> tuple[bool, str, str]:
             "QuorumHealthy",
             f"{q['healthy_voters']} of {q['voters']} voting members healthy, {q['needed']} needed",
         )
+    # A quorum recovery under way says where it stands, not what it is repairing.
+    if (p["recovery"] or {}).get("phase") in RECOVERING:
+        return False, "Recovering", p["recovery"]["message"]
     # Waiting for a restore is a cluster still being created, not one that lost its quorum.
     if waiting := _waiting_for_restore(o):
         return False, "Creating", waiting
@@ -172,6 +178,8 @@ def _phase_of(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> str:
     if r["a_reason"] == "Creating":
         return "Creating"
     if not r["available"]:
+        if r["a_reason"] == "Recovering":
+            return "Recovering"
         return "MajorityDataLost" if p["majority_lost"] else "QuorumLost"
     if not r["sized"]:
         return "Scaling"
@@ -275,8 +283,7 @@ def _events(p: dict[str, Any], r: dict[str, Any]) -> list[dict[str, str]]:
             {"type": "Warning", "reason": refusal["reason"], "message": refusal["message"]}
         )
     if (recovery := p["recovery"]) and recovery["action"] != "done":
-        reason = "RecoveryRefused" if recovery["action"] == "refuse" else "RecoveryChosen"
-        events.append({"type": "Warning", "reason": reason, "message": recovery["message"]})
+        events.append(_recovery_event(recovery))
     for suspect in p["suspects"]:
         events.append(
             {
@@ -287,6 +294,21 @@ def _events(p: dict[str, Any], r: dict[str, Any]) -> list[dict[str, str]]:
             }
         )
     return events
+
+
+def _recovery_event(recovery: dict[str, Any]) -> dict[str, str]:
+    """The Event of a recovery request this run: refused, chosen (and, in the same run, its
+    claims fenced), a step carried out, or failed."""
+    phase = recovery.get("phase") or "Fencing"
+    if recovery["action"] == "refuse":
+        kind, reason = "Warning", "RecoveryRefused"
+    elif phase == "Fencing":
+        kind, reason = "Warning", "RecoveryChosen"
+    elif phase == "Failed":
+        kind, reason = "Warning", str(recovery["reason"])
+    else:
+        kind, reason = "Normal", "Recovering"
+    return {"type": kind, "reason": reason, "message": recovery["message"]}
 
 
 def _lagging(o: _Observed, p: dict[str, Any]) -> list[str]:
@@ -318,6 +340,10 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
     }
     if p["cluster_id"]:
         status["clusterID"] = p["cluster_id"]
+    elif o.recovery_seed:
+        # A recovery's first member's claim supersedes the old ID, and the new one is not
+        # known yet: the old one would hold the next run's calls to the cluster left behind.
+        status["clusterID"] = None
     if p["upgrade_snapshot"]:
         status["upgradeSnapshot"] = p["upgrade_snapshot"]
     # Kept while it holds, and cleared (null) once a quorum is back, so a recovery reads the

@@ -38,7 +38,7 @@ def plan_hands_off(o: _Observed, d: Decided) -> Decided:
         return {}
     held = ("heal", "ended", "moved", "fence", "record", "relabel", "settle_marks")
     membership = ("stale", "replace", "lost", "promote", "add", "remove", "roll")
-    return {k: [] for k in (*held, *membership)}
+    return {**{k: [] for k in (*held, *membership)}, "recover": {}}
 
 
 def plan_tls_hold(o: _Observed, d: Decided) -> Decided:
@@ -104,6 +104,9 @@ def _members(o: _Observed, d: Decided) -> dict[str, Any]:
         "lost_data": d["lost_data"],
         "majority_lost": d["majority_lost"],
         "recovery": d["recovery"],
+        # A quorum recovery's step this run (recover_steps.py): Pods to stop, the first
+        # member's claim and Job to create, that claim to release.
+        "recover": d["recover"],
         "unschedulable": dict(sorted(d["stuck"].items())),
         "node_lost": d["node_lost"],
     }
@@ -157,5 +160,5 @@ def plan_result(o: _Observed, d: Decided) -> dict[str, Any]:
     # change steps in one task.
     result["busy"] = bool(
         result["heal"] or result["ended"] or result["leaving"] or result["bootstrap"]
-    ) or (not o.hands_off and bool(result["steps"] or result["tls_missing"]))
+    ) or (not o.hands_off and bool(result["steps"] or result["tls_missing"] or result["recover"]))
     return result

@@ -1,0 +1,323 @@
+"""A quorum recovery from a survivor, carried out one look at a time (docs/runbooks.md, "Quorum
+lost"; docs/design-decisions.md, "A majority's data gone").
+
+What a person asked for and the operator chose (recover.py's decision) is carried out in
+phases, each read back from the claims and never from status, so a run cut short anywhere is
+taken up by the next from what was written:
+
+- Fencing: every claim of the cluster is fenced (`fenced: recovery <fingerprint>`, the
+  survivor's with ` source`): none is ever started again under its old identity, and their
+  Pods are stopped. etcd commits its database when it stops on SIGTERM.
+- Stopping: until no member Pod is left (the survivor's claim can then be mounted, and its
+  database no longer changes).
+- Restoring: a new claim under a free name, marked restore-pending and recording the request
+  (ANN_RECOVERY), and the recovery Job (etcd_restore_plan.recovery_job) that copies the
+  survivor's database out of its claim, read-only, and restores it there as a snapshot with
+  revisions bumped and marked compacted.
+- Starting: once the Job succeeded the claim is released; the heal path starts its member, a
+  cluster of one under a new cluster ID, which the claim records once it answers.
+- Growing, then Done: the other members join as learners on new claims, one at a time, as any
+  scale-up does.
+
+Failed: the Job failed (RecoveryFailed, with its own words), or the survivor's claim is gone
+(RecoverySourceGone); nothing more is done until a person looks. The old claims stay fenced,
+kept for inspection (docs/runbooks.md, "Fenced members").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from etcd_runbook.names import (
+    ANN_FENCED,
+    ANN_MEMBER_ID,
+    ANN_RECOVER_QUORUM,
+    ANN_RESTORE_PENDING,
+    LABEL_RECOVERY,
+)
+from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
+from etcd_runbook.rules.cluster.members import _free_names
+from etcd_runbook.rules.cluster.observed import Decided, _Observed
+from etcd_runbook.rules.etcd_restore_plan import _job_state, failure_message
+
+PREFIX = ANN_RECOVER_QUORUM.split("/", 1)[1] + ": "
+# Phases in which the recovery alone acts on the cluster: every other step waits.
+EXCLUSIVE = ("Fencing", "Stopping", "Restoring")
+# What the other steps would do meanwhile, held back while the recovery acts alone.
+HELD = (
+    "heal",
+    "ended",
+    "moved",
+    "record",
+    "relabel",
+    "settle_marks",
+    "stale",
+    "replace",
+    "lost",
+    "promote",
+    "add",
+    "remove",
+    "roll",
+    "roll_pending",
+    "upgrade_backup",
+)
+# How long the recovery Job may run: the copy and etcd's tool on the largest database (8 GiB
+# by etcd's limit) take minutes, not this.
+JOB_DEADLINE = 3600
+
+
+def fence_reason(fingerprint: str, source: bool) -> str:
+    """The fence a recovery writes on a claim it leaves behind (observed.recovery_fence)."""
+    return f"recovery {fingerprint}" + (" source" if source else "")
+
+
+def _none(recovery: dict[str, Any]) -> Decided:
+    return {"recovery": recovery, "recover": {}}
+
+
+def _underway(o: _Observed) -> str:
+    """The fingerprint of a recovery started and not yet handed over to the cluster's other
+    steps; '' when none is. One is while its first member's claim records no member yet, or,
+    before that claim exists, while every claim is fenced by it (no live claim is left: a
+    cluster that has members again is never taken back to an earlier step)."""
+    seed = o.recovery_seed
+    if seed:
+        name, fingerprint, _ = seed
+        return "" if annotations_of(o.claims[name]).get(ANN_MEMBER_ID) else fingerprint
+    if o.live_claims:
+        return ""
+    started = sorted(fp for fp in o.recovery_fenced if fp not in o.recovered)
+    # Two recoveries fenced the claims and none has a first member: which to take up is
+    # unknowable from the claims, so neither is (said by the caller as nothing underway).
+    return started[0] if len(started) == 1 else ""
+
+
+def _recorded(o: _Observed, fingerprint: str) -> dict[str, Any]:
+    """What status recorded of this recovery's decision, kept while it is carried out: the
+    request, the source chosen, the revision, who is left behind. Informative only: every
+    step is decided from the claims."""
+    before = (o.obj.get("status") or {}).get("recovery") or {}
+    if before.get("fingerprint") == fingerprint and before.get("phase") != "Failed":
+        return {k: v for k, v in before.items() if k not in ("phase", "message")}
+    if before.get("fingerprint") == fingerprint:
+        return {k: v for k, v in before.items() if k not in ("phase", "message", "reason")}
+    return {"action": "from_member", "fingerprint": fingerprint}
+
+
+def _source(o: _Observed, fingerprint: str) -> str:
+    return next((n for n, src in o.recovery_fenced.get(fingerprint, {}).items() if src), "")
+
+
+def _job(o: _Observed, fingerprint: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """This recovery's Job, if this EtcdCluster controls it, and that Job's Pods."""
+    uid = str(_meta(o.obj).get("uid") or "")
+    for job in o.recovery_jobs:
+        refs = _meta(job).get("ownerReferences") or []
+        ours = any(r.get("controller") and r.get("uid") == uid for r in refs if isinstance(r, dict))
+        if ours and (_meta(job).get("labels") or {}).get(LABEL_RECOVERY) == fingerprint:
+            job_uid = _meta(job).get("uid")
+            pods = [
+                p
+                for p in o.recovery_pods
+                if any(r.get("uid") == job_uid for r in _meta(p).get("ownerReferences") or [])
+            ]
+            return job, pods
+    return None, []
+
+
+def _step(
+    o: _Observed,
+    fingerprint: str,
+    phase: str,
+    message: str,
+    act: dict[str, Any] | None = None,
+    reason: str = "",
+    decided: dict[str, Any] | None = None,
+) -> Decided:
+    """The recovery's status at `phase` (the decision this run made, `decided`, else the one
+    recorded; `reason` only where the phase has its own, a failure), what the role does
+    (`recover`), and, while the recovery acts alone, every other step held."""
+    base = decided or _recorded(o, fingerprint)
+    recovery = {
+        **base,
+        "phase": phase,
+        "reason": reason or str(base.get("reason") or "FromSurvivor"),
+        "message": (str(base["message"]) + ". " if decided else PREFIX) + message,
+        "carriedOut": True,
+    }
+    if o.hands_off:
+        recovery["message"] += (
+            ". Nothing is done while spec.paused is true (or the cluster is outside the "
+            "operator's allow-lists)"
+        )
+    out: Decided = {"recovery": recovery, "recover": {"fingerprint": fingerprint, **(act or {})}}
+    if phase in EXCLUSIVE:
+        out |= {k: [] for k in HELD}
+    return out
+
+
+def _fencing(o: _Observed, d: Decided, fingerprint: str, source: str) -> Decided:
+    """Every claim not yet fenced is fenced for this recovery, its Pod stopped."""
+    fence = [
+        {"name": n, "reason": fence_reason(fingerprint, n == source)}
+        for n, c in sorted(o.claims.items())
+        if not _deleting(c) and ANN_FENCED not in annotations_of(c)
+    ]
+    fenced = {f["name"] for f in fence}
+    out = _step(
+        o,
+        fingerprint,
+        "Fencing",
+        f"Fencing the claims of {', '.join(sorted(fenced))} and stopping every member Pod; "
+        "no claim is started again, each is kept for inspection",
+        {"stop": sorted(n for n in o.pods if n not in fenced and not _deleting(o.pods[n]))},
+        decided=d["recovery"],
+    )
+    return {**out, "fence": d["fence"] + fence}
+
+
+def _stopping(o: _Observed, fingerprint: str, left: list[str]) -> Decided:
+    """Pods still there: those not yet being deleted are stopped again."""
+    return _step(
+        o,
+        fingerprint,
+        "Stopping",
+        f"waiting for the Pods of {', '.join(left)} to stop: the survivor's database is "
+        "copied only once its etcd has stopped",
+        {"stop": [n for n in left if not _deleting(o.pods[n])]},
+    )
+
+
+def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Decided:
+    """The first member's claim and the Job, as each is missing; the Job's end."""
+    seed = o.recovery_seed
+    free = _free_names(o.name, set(o.claims) | set(o.pods))
+    if not seed and not free:
+        return _step(
+            o,
+            fingerprint,
+            "Failed",
+            "every member name is taken by a claim, so the first member has none: delete "
+            "the fenced claims that are no longer needed (docs/runbooks.md, 'Fenced members')",
+            reason="RecoveryNoFreeName",
+        )
+    name = seed[0] if seed else free[0]
+    job, pods = _job(o, fingerprint)
+    state = _job_state(job)
+    image = str(o.options.get("image") or "")
+    if state == "Failed":
+        return _step(
+            o,
+            fingerprint,
+            "Failed",
+            f"the recovery Job failed: {failure_message(job or {}, pods)}. The survivor's "
+            f"claim {source}-data is untouched; read the Job's logs, delete the Job and the "
+            f"claim {name}-data to try again",
+            reason="RecoveryFailed",
+        )
+    if state == "Succeeded" and seed:
+        return _step(
+            o,
+            fingerprint,
+            "Starting",
+            f"{source}'s database is restored into {name}: starting it as the first member "
+            "of the recovered cluster",
+            {"release": name},
+        )
+    if not image and (not seed or state == "Absent"):
+        return _step(
+            o,
+            fingerprint,
+            "Restoring",
+            "the operator's own image, which the recovery Job runs in, is unknown: outside "
+            "the operator's Pod, set ETCD_RUNBOOK_IMAGE to it",
+            reason="RecoveryImageUnknown",
+        )
+    act = {
+        "seed": name,
+        "source": source,
+        "cluster_id": old_id,
+        "image": image,
+        "deadline": JOB_DEADLINE,
+        "claim": not seed,
+        "job": state == "Absent",
+    }
+    waiting = "" if act["claim"] or act["job"] else " (its Job is running)"
+    return _step(
+        o,
+        fingerprint,
+        "Restoring",
+        f"restoring {source}'s database, read-only from its claim, into the new first "
+        f"member {name}{waiting}",
+        act if act["claim"] or act["job"] else {},
+    )
+
+
+def _carried_out(o: _Observed, fingerprint: str) -> Decided:
+    """The next step of the recovery under way."""
+    source = _source(o, fingerprint)
+    seed = o.recovery_seed
+    if seed and not annotations_of(o.claims[seed[0]]).get(ANN_RESTORE_PENDING):
+        return _step(
+            o,
+            fingerprint,
+            "Starting",
+            f"{seed[0]} holds {source or 'the survivor'}'s data: waiting for it to answer as "
+            "the first member of the recovered cluster",
+        )
+    left = sorted(n for n in o.pods if not seed or n != seed[0])
+    if left:
+        return _stopping(o, fingerprint, left)
+    if not source or source not in o.claims or _deleting(o.claims[source]):
+        return _step(
+            o,
+            fingerprint,
+            "Failed",
+            f"the survivor's claim {source or '(none marked source)'}-data is gone, and "
+            "with it the data to recover: nothing more is done. Restore a backup into a new "
+            "cluster (docs/runbooks.md, 'Restore')",
+            reason="RecoverySourceGone",
+        )
+    # Before the first member's claim exists, the recorded ID is still the old cluster's.
+    return _restoring(o, fingerprint, source, seed[2] if seed else o.recorded_id)
+
+
+def _handed_over(o: _Observed, d: Decided) -> Decided:
+    """A recovery whose first member answers: the rest is the cluster's ordinary scale-up,
+    said as Growing until every member of the spec votes."""
+    recovery = d["recovery"]
+    seed = o.recovery_seed
+    if not seed or recovery.get("fingerprint") != seed[1]:
+        return _none(recovery)
+    voters = sum(1 for m in o.voters if m["name"])
+    grown = voters >= o.spec["size"] and o.trusted
+    phase = "Done" if grown else "Growing"
+    message = (
+        f"recovered: {seed[0]} is the first member of the new cluster ({o.recorded_id}); "
+        f"{voters} of {o.spec['size']} members vote"
+        if grown
+        else f"{seed[0]} is the first member of the new cluster ({o.recorded_id or '?'}); the "
+        f"others join as learners on new claims, one at a time: {voters} of "
+        f"{o.spec['size']} vote"
+    )
+    return _none({**recovery, "phase": phase, "message": PREFIX + message})
+
+
+def plan_recover_steps(o: _Observed, d: Decided) -> Decided:
+    """The recovery's step this run, if one is under way or was just decided (`recover`, for
+    the role; {} when nothing is to be done), and status.recovery with its phase. While one is
+    under way it alone is said: a request for another (the annotation changed meanwhile)
+    waits, and the message says so."""
+    recovery = d["recovery"]
+    fingerprint = _underway(o)
+    if fingerprint:
+        out = _carried_out(o, fingerprint)
+        if recovery.get("fingerprint") not in (None, fingerprint):
+            out["recovery"]["message"] += (
+                f"; the request now in the annotation ({recovery.get('asked')}) waits until "
+                "this one is done (RecoveryUnderway)"
+            )
+        return out
+    if recovery.get("action") == "from_member" and not o.hands_off:
+        return _fencing(o, d, str(recovery["fingerprint"]), str(recovery["source"]))
+    return _handed_over(o, d)

@@ -1,0 +1,302 @@
+"""A quorum recovery from a survivor carried out (etcd_runbook/rules/cluster/recover_steps.py):
+each phase as the claims, Pods and Jobs of a run show it, what that run does and holds back,
+and what status and Events say. Walked in the order a recovery goes, each row the look a run
+cut short there would take up from."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from etcd_runbook.names import (
+    ANN_CLUSTER_ID,
+    ANN_FENCED,
+    ANN_MEMBER_ID,
+    ANN_RECOVER_QUORUM,
+    ANN_RECOVERY,
+    ANN_RESTORE_PENDING,
+    LABEL_RECOVERY,
+)
+from etcd_runbook.rules import etcd_plan as ep
+from etcd_runbook.rules.cluster.recover import parse_request
+from etcd_runbook.rules.cluster.recover_steps import HELD
+from etcd_runbook.rules.etcd_manifests import recovery_objects
+from tests.unit.test_etcd_plan import CID, claim, info, member, pod, view
+from tests.unit.test_etcd_recovery import lost_facts
+
+REQUEST = f"member=e-0 clusterID={CID}"
+FP = parse_request(REQUEST).fingerprint()
+NEW_ID = "beef"
+IMAGE = "operator:1.2.3"
+
+
+def asked(facts: dict[str, Any]) -> dict[str, Any]:
+    facts["object"]["metadata"]["annotations"] = {ANN_RECOVER_QUORUM: REQUEST}
+    facts["options"] = {"image": IMAGE}
+    return facts
+
+
+def chosen() -> dict[str, Any]:
+    """e-1 and e-2 lost their claims; e-0 survives, answers, and is asked for."""
+    return asked(lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)}))
+
+
+def fenced(facts: dict[str, Any], pods: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The look after the fencing run: e-0's claim fenced as the source, its Pod as given (by
+    default gone), etcd silent, status recording the decision."""
+    facts = copy.deepcopy(facts)
+    decided = ep.report(facts)["status"]["recovery"]
+    facts["object"]["status"]["recovery"] = decided
+    facts["claims"][0]["metadata"]["annotations"][ANN_FENCED] = f"recovery {FP} source"
+    facts["pods"] = pods or []
+    facts["info"] = {}
+    return facts
+
+
+def seeded(facts: dict[str, Any], pending: bool = True, recorded: bool = False) -> dict[str, Any]:
+    """The first member's claim, e-1, as the Restoring run made it."""
+    facts = copy.deepcopy(facts)
+    c = claim(1, joined=recorded)
+    c["metadata"]["annotations"][ANN_RECOVERY] = f"{FP} {CID}"
+    if pending:
+        c["metadata"]["annotations"][ANN_RESTORE_PENDING] = FP
+    if recorded:
+        c["metadata"]["annotations"][ANN_CLUSTER_ID] = NEW_ID
+    facts["claims"].append(c)
+    return facts
+
+
+def job(state: str) -> dict[str, Any]:
+    conditions = {
+        "Active": [],
+        "Failed": [{"type": "Failed", "status": "True"}],
+        "Complete": [{"type": "Complete", "status": "True"}],
+    }[state]
+    return {
+        "metadata": {
+            "name": f"e-recover-{FP[:10]}",
+            "uid": "job-1",
+            "labels": {LABEL_RECOVERY: FP},
+            "ownerReferences": [{"uid": "u-123456789", "controller": True}],
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+def failed_pod() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "j-1",
+            "labels": {"job-name": f"e-recover-{FP[:10]}"},
+            "ownerReferences": [{"uid": "job-1"}],
+        },
+        "status": {
+            "initContainerStatuses": [
+                {
+                    "name": "fetch",
+                    "state": {"terminated": {"exitCode": 2, "message": "SnapshotCorrupt: torn"}},
+                }
+            ]
+        },
+    }
+
+
+def with_job(facts: dict[str, Any], state: str) -> dict[str, Any]:
+    facts = copy.deepcopy(facts)
+    facts["recovery_jobs"] = [job(state)]
+    facts["recovery_pods"] = [failed_pod()] if state == "Failed" else []
+    return facts
+
+
+def answering(facts: dict[str, Any]) -> dict[str, Any]:
+    """The first member runs and answers alone, under the new cluster ID."""
+    facts = copy.deepcopy(facts)
+    facts["pods"] = [pod(1)]
+    i = info([member(1)], leader=1, views=[view(1, [1], cluster=NEW_ID)])
+    i["cluster_id"] = NEW_ID
+    facts["info"] = i
+    return facts
+
+
+def recovery_of(facts: dict[str, Any]) -> dict[str, Any]:
+    return ep.report(facts)["status"]["recovery"] or {}
+
+
+def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
+    facts = chosen()
+    p, r = ep.plan(facts), ep.report(facts)
+    assert p["fence"] == [{"name": "e-0", "reason": f"recovery {FP} source"}]
+    assert p["recover"] == {"fingerprint": FP, "stop": []}
+    assert all(p[k] == [] for k in HELD if k in p)
+    recovery = r["status"]["recovery"]
+    assert (recovery["phase"], recovery["reason"], recovery["carriedOut"]) == (
+        "Fencing",
+        "FromNewestSurvivor",
+        True,
+    )
+    assert [e["reason"] for e in r["events"] if e["reason"].startswith("Recover")] == [
+        "RecoveryChosen"
+    ]
+
+
+@pytest.mark.parametrize(
+    "look, phase, recover, available",
+    [
+        # Its Pod still stops: nothing but waiting (a Pod not yet deleted is stopped again).
+        (lambda: fenced(chosen(), [pod(0, deleting=True)]), "Stopping", {"stop": []}, "Recovering"),
+        (lambda: fenced(chosen(), [pod(0)]), "Stopping", {"stop": ["e-0"]}, "Recovering"),
+        # Every Pod gone: the first member's claim under the lowest free name, and the Job.
+        (
+            lambda: fenced(chosen()),
+            "Restoring",
+            {
+                "seed": "e-1",
+                "source": "e-0",
+                "cluster_id": CID,
+                "image": IMAGE,
+                "deadline": 3600,
+                "claim": True,
+                "job": True,
+            },
+            "Recovering",
+        ),
+        # The claim made, its Job not (a run cut short between the two).
+        (
+            lambda: seeded(fenced(chosen())),
+            "Restoring",
+            {
+                "seed": "e-1",
+                "source": "e-0",
+                "cluster_id": CID,
+                "image": IMAGE,
+                "deadline": 3600,
+                "claim": False,
+                "job": True,
+            },
+            "Recovering",
+        ),
+        (lambda: with_job(seeded(fenced(chosen())), "Active"), "Restoring", {}, "Recovering"),
+        (
+            lambda: with_job(seeded(fenced(chosen())), "Complete"),
+            "Starting",
+            {"release": "e-1"},
+            "Recovering",
+        ),
+        (
+            lambda: with_job(seeded(fenced(chosen())), "Failed"),
+            "Failed",
+            {},
+            "Recovering",
+        ),
+    ],
+)
+def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover, available):
+    facts = look()
+    p, r = ep.plan(facts), ep.report(facts)
+    assert p["recover"] == {"fingerprint": FP, **recover}
+    assert r["status"]["recovery"]["phase"] == phase
+    assert r["conditions"]["Available"]["reason"] == available
+    assert r["phase"] == "Recovering"
+    # While the recovery acts alone, nothing else is healed, added, bootstrapped or rolled.
+    assert all(p[k] == [] for k in HELD if k in p) and p["bootstrap"] == []
+
+
+def test_a_failed_job_is_said_in_its_own_words_and_nothing_more_is_done():
+    facts = with_job(seeded(fenced(chosen())), "Failed")
+    r = ep.report(facts)
+    recovery = r["status"]["recovery"]
+    assert recovery["reason"] == "RecoveryFailed"
+    assert "SnapshotCorrupt: torn" in recovery["message"]
+    (event,) = [e for e in r["events"] if e["reason"].startswith("Recover")]
+    assert (event["type"], event["reason"]) == ("Warning", "RecoveryFailed")
+
+
+def test_the_survivors_claim_gone_ends_the_recovery_said_and_nothing_is_made():
+    # e-1's guard tripped (its claim is there, fenced too); e-0's claim goes mid-way.
+    facts = asked(lost_facts({1: "guard", 2: "claim"}, {0: (40, 30)}))
+    assert [f["name"] for f in ep.plan(facts)["fence"]] == ["e-0", "e-1"]
+    facts = fenced(facts)
+    facts["claims"][1]["metadata"]["annotations"][ANN_FENCED] = f"recovery {FP}"
+    del facts["claims"][0]
+    p = ep.plan(facts)
+    assert p["recover"] == {"fingerprint": FP}
+    assert recovery_of(facts)["reason"] == "RecoverySourceGone"
+
+
+def test_without_the_operators_image_nothing_is_made_and_it_is_said():
+    facts = fenced(chosen())
+    facts["options"] = {}
+    assert ep.plan(facts)["recover"] == {"fingerprint": FP}
+    assert recovery_of(facts)["reason"] == "RecoveryImageUnknown"
+
+
+def test_released_the_first_member_is_started_and_the_old_id_is_dropped():
+    facts = seeded(fenced(chosen()), pending=False)
+    p, r = ep.plan(facts), ep.report(facts)
+    assert p["heal"] == ["e-1"] and p["bootstrap"] == []
+    assert r["status"]["recovery"]["phase"] == "Starting"
+    # The old ID would hold the next look to the cluster left behind.
+    assert r["status"]["clusterID"] is None
+
+
+def test_the_first_member_answering_is_recorded_under_its_new_id():
+    facts = answering(seeded(fenced(chosen()), pending=False))
+    p = ep.plan(facts)
+    assert p["cluster_id"] == NEW_ID
+    assert [r["name"] for r in p["record"]] == ["e-1"]
+
+
+def test_once_recorded_the_others_join_as_learners_and_the_request_reads_as_done():
+    facts = answering(seeded(fenced(chosen()), pending=False, recorded=True))
+    facts["claims"][-1]["metadata"]["annotations"][ANN_MEMBER_ID] = "a1"
+    p, r = ep.plan(facts), ep.report(facts)
+    # e-0's claim is fenced and kept: the learners take the other free names.
+    assert p["add"] == ["e-2", "e-3"] and p["fence"] == [] and p["recover"] == {}
+    recovery = r["status"]["recovery"]
+    assert (recovery["action"], recovery["phase"]) == ("done", "Growing")
+    assert r["status"]["clusterID"] == NEW_ID
+    assert not [e for e in r["events"] if e["reason"].startswith("Recover")]
+
+
+def test_a_new_request_while_one_is_carried_out_waits():
+    facts = seeded(fenced(chosen()))
+    facts["object"]["metadata"]["annotations"] = {
+        ANN_RECOVER_QUORUM: f"member=e-0 clusterID={CID} acceptOlder=true"
+    }
+    recovery = recovery_of(facts)
+    assert recovery["fingerprint"] == FP and "RecoveryUnderway" in recovery["message"]
+
+
+def test_paused_mid_way_nothing_is_done_and_it_is_said():
+    facts = fenced(chosen())
+    facts["object"]["spec"]["paused"] = True
+    p = ep.plan(facts)
+    assert p["recover"] == {} and p["fence"] == []
+    assert "spec.paused" in recovery_of(facts)["message"]
+
+
+def test_a_cluster_a_recovery_fenced_is_never_bootstrapped():
+    facts = fenced(chosen())
+    facts["object"]["status"] = {}
+    facts["object"]["metadata"]["annotations"] = {}
+    p = ep.plan(facts)
+    assert p["bootstrap"] == []
+
+
+def test_the_restoring_step_makes_the_pending_claim_then_the_job_from_the_survivors_claim():
+    p = ep.plan(fenced(chosen()))
+    claim_obj, job_obj = recovery_objects(p)
+    annotations = claim_obj["metadata"]["annotations"]
+    assert claim_obj["metadata"]["name"] == "e-1-data"
+    assert annotations[ANN_RESTORE_PENDING] == FP
+    assert annotations[ANN_RECOVERY] == f"{FP} {CID}"
+    assert annotations["etcd.runbook.io/initial-cluster-state"] == "new"
+    assert job_obj["metadata"]["labels"][LABEL_RECOVERY] == FP
+    volumes = {v["name"]: v for v in job_obj["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["source"]["persistentVolumeClaim"] == {"claimName": "e-0-data", "readOnly": True}
+    assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "e-1-data"}
+    # The claim made in a run cut short before its Job: the Job alone.
+    p = ep.plan(seeded(fenced(chosen())))
+    assert [o["kind"] for o in recovery_objects(p)] == ["Job"]

@@ -267,7 +267,7 @@ def test_a_member_whose_data_is_gone_is_replaced_never_restarted(
         )
 
 
-def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(
+def test_a_majority_s_data_lost_is_said_within_30s_then_recovered_from_the_survivor_asked_for(
     k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
 ) -> None:
     k8s, ns, name = k8s_cluster, k8s_namespace, "lost"
@@ -315,8 +315,10 @@ def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(
         what="a MajorityDataLost Warning Event",
     )
 
-    # A person asks for a recovery: a request for another cluster ID is refused, naming the
-    # key; one for this cluster is checked and recorded, with what it would leave behind.
+    # A person asks for a recovery, the cluster paused first to read the operator's answer
+    # before anything is done: a request for another cluster ID is refused, naming the key;
+    # one for this cluster is checked and recorded, with what it would leave behind.
+    patch(k8s, ns, name, {"spec": {"paused": True}})
     cluster_id = obj["status"]["clusterID"]
     for value, action, reason, event in (
         (f"member={survivor} clusterID=b0b", "refuse", "ClusterIDMismatch", "RecoveryRefused"),
@@ -346,12 +348,13 @@ def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(
 
         k8s.wait_for(said, timeout=30, interval=0.5, what=f"a {event} Event")
     assert recovery["source"] == survivor and recovery["carriedOut"] is False, recovery
+    assert "spec.paused" in recovery["message"], recovery
     assert recovery["raftIndex"] >= row["raftIndex"], recovery
     assert sorted(m["name"] for m in recovery["leftBehind"]) == sorted(doomed), recovery
     assert all(m["dataLost"] for m in recovery["leftBehind"]), recovery
 
-    # It stays so, and nothing is done to the survivor.
-    deadline = time.monotonic() + 30
+    # Paused, it stays so, and nothing is done to the survivor.
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         o = get(k8s, ns, "etcd", name)
         assert condition(o, "Available").get("status") == "False", o.get("status")
@@ -360,6 +363,54 @@ def test_a_majority_s_data_lost_is_said_within_30s_and_nothing_is_destroyed(
     assert [p["metadata"]["name"] for p in pods(k8s, ns, name)] == [survivor]
     got = etcdctl(k8s, ns, survivor, "get", "lost/key", "--print-value-only", "--consistency=s")
     assert got.strip() == "kept"
+
+    # Unpaused, it is carried out: the survivor's data becomes a new cluster, grown back.
+    fingerprint = recovery["fingerprint"]
+    asked_at = time.monotonic()
+    patch(k8s, ns, name, {"spec": {"paused": False}})
+    seen: list[str] = []
+
+    def recovered() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        phase = (o.get("status", {}).get("recovery") or {}).get("phase")
+        if phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+        assert phase != "Failed", o["status"]["recovery"]
+        ready = o.get("status", {}).get("readyMembers") == 3
+        available = condition(o, "Available").get("status") == "True"
+        return o if phase == "Done" and ready and available else {}
+
+    obj = k8s.wait_for(recovered, timeout=600, interval=1, what="the recovery done")
+    print(f"recovered, phases {seen}, {time.monotonic() - asked_at:.1f}s after it was asked")
+    assert seen[-1] == "Done" and "Restoring" in seen, seen
+    # A new cluster: its own ID, the request read as done (the annotation left in place).
+    new_id = obj["status"]["clusterID"]
+    assert new_id and new_id != cluster_id, obj["status"]
+    assert obj["status"]["recovery"]["action"] == "done", obj["status"]["recovery"]
+    # Every old claim fenced and kept, the survivor's as the source; none of them runs.
+    fences = {
+        c["metadata"]["name"]: c["metadata"].get("annotations", {}).get("etcd.runbook.io/fenced")
+        for c in json.loads(
+            k8s.kubectl(
+                "-n", ns, "get", "pvc", "-l", f"etcd.runbook.io/cluster={name}", "-o", "json"
+            )
+        )["items"]
+    }
+    assert fences[f"{survivor}-data"] == f"recovery {fingerprint} source", fences
+    assert get(k8s, ns, "pvc", f"{survivor}-data")["metadata"]["uid"] == survivor_claim
+    running = sorted(p["metadata"]["name"] for p in pods(k8s, ns, name))
+    assert survivor not in running and len(running) == 3, running
+    assert all(fences[f"{n}-data"] is None for n in running), fences
+    # The survivor's data, every member voting, revisions beyond any the old cluster served.
+    members = member_list(k8s, ns, running[0])
+    assert len(members) == 3 and not any(m.get("isLearner") for m in members), members
+    for member in running:
+        got = etcdctl(k8s, ns, member, "get", "lost/key", "--print-value-only")
+        assert got.strip() == "kept", member
+    header = json.loads(etcdctl(k8s, ns, running[0], "get", "lost/key", "-w", "json"))["header"]
+    assert int(header["revision"]) > 1_000_000_000, header
+    for reason in ("RecoveryChosen", "Recovering"):
+        assert events(k8s, ns, reason), reason
 
 
 def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: list[str]) -> None:

@@ -199,6 +199,9 @@ def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover, ava
     assert r["status"]["recovery"]["phase"] == phase
     assert r["conditions"]["Available"]["reason"] == available
     assert r["phase"] == "Recovering"
+    # Nothing of the recovery's Job queues a run: the next look is asked for (but not after
+    # a failure, which waits for a person).
+    assert r["requeue_after"] == (None if phase == "Failed" else 5.0)
     # While the recovery acts alone, nothing else is healed, added, bootstrapped or rolled.
     assert all(p[k] == [] for k in HELD if k in p) and p["bootstrap"] == []
 

@@ -15,6 +15,9 @@ from etcd_runbook.rules.cluster.recovery import majority_lost_message
 # looks again.
 LAGGING_RECHECK = 5
 
+# Seconds until a run of a quorum recovery under way looks again.
+RECOVERY_RECHECK = 5
+
 # The phases of a quorum recovery in which the cluster is not yet back (recover_steps.py).
 RECOVERING = ("Fencing", "Stopping", "Restoring", "Starting", "Failed")
 
@@ -107,6 +110,9 @@ def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float
         age = learner_age(o, m["name"]) if m.get("is_learner") and m["name"] else None
         if age is not None and age < LEARNER_CATCH_UP:
             waits.append(max(1.0, LEARNER_CATCH_UP - age + 1))
+    # A quorum recovery's Job and Pods queue no run of the cluster: its steps are looked at.
+    if (p["recovery"] or {}).get("phase") in RECOVERING[:-1]:
+        waits.append(float(RECOVERY_RECHECK))
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
         if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:

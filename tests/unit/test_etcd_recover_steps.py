@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from etcd_runbook.names import (
+    ANN_BOOTSTRAP_STARTED,
     ANN_CLUSTER_ID,
     ANN_FENCED,
     ANN_MEMBER_ID,
@@ -33,7 +34,11 @@ IMAGE = "operator:1.2.3"
 
 
 def asked(facts: dict[str, Any]) -> dict[str, Any]:
-    facts["object"]["metadata"]["annotations"] = {ANN_RECOVER_QUORUM: REQUEST}
+    # Every member was started by a bootstrap once: the record stays on the EtcdCluster.
+    facts["object"]["metadata"]["annotations"] = {
+        ANN_RECOVER_QUORUM: REQUEST,
+        ANN_BOOTSTRAP_STARTED: ",".join(f"e-{i}=https://e-{i}:2380" for i in range(3)),
+    }
     facts["options"] = {"image": IMAGE}
     return facts
 
@@ -204,6 +209,8 @@ def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover, ava
     assert r["requeue_after"] == (None if phase == "Failed" else 5.0)
     # While the recovery acts alone, nothing else is healed, added, bootstrapped or rolled.
     assert all(p[k] == [] for k in HELD if k in p) and p["bootstrap"] == []
+    # Nothing refused: the bootstrap's members gone is the recovery's business now.
+    assert p["refusals"] == [], p["refusals"]
 
 
 def test_a_failed_job_is_said_in_its_own_words_and_nothing_more_is_done():
@@ -265,9 +272,9 @@ def test_once_recorded_the_others_join_as_learners_and_the_request_reads_as_done
 
 def test_a_new_request_while_one_is_carried_out_waits():
     facts = seeded(fenced(chosen()))
-    facts["object"]["metadata"]["annotations"] = {
-        ANN_RECOVER_QUORUM: f"member=e-0 clusterID={CID} acceptOlder=true"
-    }
+    facts["object"]["metadata"]["annotations"][ANN_RECOVER_QUORUM] = (
+        f"member=e-0 clusterID={CID} acceptOlder=true"
+    )
     recovery = recovery_of(facts)
     assert recovery["fingerprint"] == FP and "RecoveryUnderway" in recovery["message"]
 

@@ -52,6 +52,10 @@ def _unrecorded_bootstrap(o: _Observed) -> dict[str, str] | None:
     started = annotations_of(o.obj).get(ANN_BOOTSTRAP_STARTED)
     if not started or o.known or o.recorded_id or o.restore or o.hands_off:
         return None
+    # A quorum recovery starts the cluster again from its own first member: the bootstrap's
+    # members are fenced or gone, and none is made again as `new`.
+    if o.recovery_seed or o.recovery_fenced:
+        return None
     listed = [entry.split("=", 1)[0] for entry in started.split(",") if "=" in entry]
     missing = [n for n in listed or sorted(o.claims) if n not in o.claims]
     if not missing:

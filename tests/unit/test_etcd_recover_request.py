@@ -8,10 +8,12 @@ import itertools
 from typing import Any
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from etcd_runbook.rules import etcd_plan as ep
 from etcd_runbook.rules.cluster import recover as rr
 from etcd_runbook.rules.cluster.recovery import newest
+from tests.filters import load_filter
 from tests.unit.test_etcd_plan import healthy3
 from tests.unit.test_etcd_recovery import lost_facts
 
@@ -628,3 +630,65 @@ def test_a_request_changes_nothing_else_the_run_decides(facts, value):
     }
     r, s = ep.report(plain), ep.report(asked)
     assert (s["failed"], s["phase"], s["conditions"]) == (r["failed"], r["phase"], r["conditions"])
+
+
+# --- a request given by hand: playbooks/etcd-recover-quorum.yml --------------------------------
+
+recover_request = load_filter("etcd_recover").recover_request
+
+
+def asked(**pairs: Any) -> dict[str, Any]:
+    """The pairs the playbook hands the filter: every key, empty when not given."""
+    return {"member": "", "backup": "", "clusterID": "", "acceptOlder": False, **pairs}
+
+
+@pytest.mark.parametrize(
+    "pairs, expected",
+    [
+        (asked(member="e-0", clusterID=CID), f"member=e-0 clusterID={CID}"),
+        (asked(member="e-0", clusterID="00" + CID), f"member=e-0 clusterID={CID}"),
+        (
+            asked(member="e-0", clusterID=CID, acceptOlder=True),
+            f"member=e-0 clusterID={CID} acceptOlder=true",
+        ),
+        (asked(backup="nightly", clusterID=CID), f"backup=nightly clusterID={CID}"),
+    ],
+)
+def test_a_request_given_by_hand_is_normalised(pairs, expected):
+    assert recover_request(pairs) == expected
+
+
+@pytest.mark.parametrize(
+    "pairs, key",
+    [
+        (asked(clusterID=CID), "neither member nor backup"),
+        (asked(member="e-0", backup="nightly", clusterID=CID), "both member and backup"),
+        (asked(member="E_0", clusterID=CID), "member"),
+        (asked(backup="Nightly", clusterID=CID), "backup"),
+        (asked(member="e-0"), "clusterID is missing"),
+        (asked(member="e-0", clusterID="12345678901234567890"), "clusterID"),
+        # A value is one pair's: a space would let it say another key.
+        (asked(member="e-0 acceptOlder=true", clusterID=CID), "member"),
+        (asked(member="e-0", clusterID=f"{CID} backup=b"), "clusterID"),
+    ],
+)
+def test_a_request_given_by_hand_that_cannot_be_read_names_its_key(pairs, key):
+    with pytest.raises(AnsibleFilterError, match=f"^recover-quorum: {key}"):
+        recover_request(pairs)
+
+
+def test_a_request_passed_to_the_run_is_decided_in_preference_to_the_annotation():
+    facts = annotated(majority_lost(), "member=e-0 clusterID=b0b")
+    facts["options"] = {"recover_quorum": f"member=e-0 clusterID={CID}"}
+    recovery = ep.report(facts)["status"]["recovery"]
+    assert (recovery["asked"], recovery["action"]) == (f"member=e-0 clusterID={CID}", "from_member")
+    # Empty: the annotation's, as without the option.
+    facts["options"] = {"recover_quorum": ""}
+    assert ep.report(facts)["status"]["recovery"]["reason"] == "ClusterIDMismatch"
+
+
+def test_a_request_passed_to_the_run_is_decided_without_an_annotation():
+    facts = majority_lost()
+    facts["options"] = {"recover_quorum": "member=e-0 clusterId=c1d"}
+    recovery = ep.report(facts)["status"]["recovery"]
+    assert (recovery["action"], recovery["field"]) == ("refuse", "options.recover_quorum clusterId")

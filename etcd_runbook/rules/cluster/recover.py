@@ -564,8 +564,13 @@ def plan_recover_request(o: _Observed, d: Decided) -> Decided:
     """The recovery request the EtcdCluster carries, if any, decided on this run's look:
     `recovery` is what status.recovery records ({} when there is no request). A request that
     cannot be read names the key at fault (`field`). The run's other decisions do not depend
-    on it: a request left in place never holds up healing or scaling."""
-    value = annotations_of(o.obj).get(ANN_RECOVER_QUORUM)
+    on it: a request left in place never holds up healing or scaling. A run by hand may pass
+    its request in `options.recover_quorum` instead (playbooks/etcd-recover-quorum.yml shows
+    its decision in check mode, where no annotation is written); it is taken over the
+    annotation's."""
+    given = str(o.options.get("recover_quorum") or "")
+    value = given or annotations_of(o.obj).get(ANN_RECOVER_QUORUM)
+    where = "options.recover_quorum" if given else f"metadata.annotations[{ANN_RECOVER_QUORUM}]"
     if value is None:
         return {"recovery": {}}
     try:
@@ -577,7 +582,7 @@ def plan_recover_request(o: _Observed, d: Decided) -> Decided:
                 "asked": _quoted(value).strip('"'),
                 "action": "refuse",
                 "reason": "RequestInvalid",
-                "field": f"metadata.annotations[{ANN_RECOVER_QUORUM}] {e.field}",
+                "field": f"{where} {e.field}",
                 "message": e.message,
             }
         }

@@ -390,11 +390,7 @@ def test_a_majority_s_data_lost_is_said_within_30s_then_recovered_from_the_survi
     # Every old claim fenced and kept, the survivor's as the source; none of them runs.
     fences = {
         c["metadata"]["name"]: c["metadata"].get("annotations", {}).get("etcd.runbook.io/fenced")
-        for c in json.loads(
-            k8s.kubectl(
-                "-n", ns, "get", "pvc", "-l", f"etcd.runbook.io/cluster={name}", "-o", "json"
-            )
-        )["items"]
+        for c in get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
     }
     assert fences[f"{survivor}-data"] == f"recovery {fingerprint} source", fences
     assert get(k8s, ns, "pvc", f"{survivor}-data")["metadata"]["uid"] == survivor_claim

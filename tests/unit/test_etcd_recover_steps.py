@@ -207,6 +207,8 @@ def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover, ava
     # Nothing of the recovery's Job queues a run: the next look is asked for (but not after
     # a failure, which waits for a person).
     assert r["requeue_after"] == (None if phase == "Failed" else 5.0)
+    # Progress is no failed run (which would back off), a failure is.
+    assert r["failed"] is (phase == "Failed")
     # While the recovery acts alone, nothing else is healed, added, bootstrapped or rolled.
     assert all(p[k] == [] for k in HELD if k in p) and p["bootstrap"] == []
     # Nothing refused: the bootstrap's members gone is the recovery's business now.

@@ -22,6 +22,11 @@ RECOVERY_RECHECK = 5
 RECOVERING = ("Fencing", "Stopping", "Restoring", "Starting", "Failed")
 
 
+def _recovering(p: dict[str, Any]) -> bool:
+    """A quorum recovery under way and not failed."""
+    return (p["recovery"] or {}).get("phase") in RECOVERING[:-1]
+
+
 def _waiting_for_restore(o: _Observed) -> str:
     """Why the cluster has no member yet while its restore runs, or ''."""
     if o.restore and not o.known and (not o.claims or o.restoring):
@@ -111,7 +116,7 @@ def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float
         if age is not None and age < LEARNER_CATCH_UP:
             waits.append(max(1.0, LEARNER_CATCH_UP - age + 1))
     # A quorum recovery's Job and Pods queue no run of the cluster: its steps are looked at.
-    if (p["recovery"] or {}).get("phase") in RECOVERING[:-1]:
+    if _recovering(p):
         waits.append(float(RECOVERY_RECHECK))
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
@@ -380,7 +385,10 @@ def report_of(
     )
     return {
         "phase": phase,
-        "failed": bool(r["refusals"]) or (not r["available"] and r["a_reason"] != "Creating"),
+        # A recovery under way is progress, not a failure: a failed run would be retried with
+        # backoff, and the recovery's Job queues no run of its own.
+        "failed": bool(r["refusals"])
+        or (not r["available"] and r["a_reason"] != "Creating" and not _recovering(p)),
         "status": _status(o, p, r, phase),
         "conditions": {
             "Available": _condition(r["available"], r["a_reason"], r["a_message"]),

@@ -79,6 +79,18 @@ POINTS = {
             "every Pod of a new cluster is made; none is recorded as a member yet",
         ),
         FaultPoint(
+            "recovery-after-fence",
+            "after",
+            "Fence | Mark the claims of the fenced members",
+            "a quorum recovery fenced every claim; the member Pods are not stopped yet",
+        ),
+        FaultPoint(
+            "recovery-after-create",
+            "after",
+            "Recover | Create the first member's claim and the Job",
+            "a quorum recovery made its first member's claim and the Job that writes it",
+        ),
+        FaultPoint(
             "restore-after-create",
             "after",
             "Act | Create the cluster, the first member's claim and the restore Job",

@@ -1,8 +1,9 @@
 """The operator killed at each of its fault points (etcd_runbook_operator/faults.py), on one
-cluster taken through a bootstrap, a scale-up, a roll and a scale-down under writes. Each point
-fires once, at its task boundary, and the operator starts afresh; each step must then end with
-exactly the voting members asked for, no duplicate, one cluster ID throughout, every
-acknowledged write kept, and a client's writes never stalled for long (quorum kept)."""
+cluster taken through a bootstrap, a scale-up, a roll and a scale-down under writes, then a
+quorum recovery from a survivor. Each point fires once, at its task boundary, and the operator
+starts afresh; each step must then end with exactly the voting members asked for, no
+duplicate, one cluster ID throughout (the recovery: one new one), every acknowledged write
+kept, and a client's writes never stalled for long (quorum kept)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.names import ANN_RECOVER_QUORUM
 from testbed.cluster import K8sCluster
 from testbed.operator_incluster import DEPLOYMENT, NAMESPACE
 from tests.e2e.helpers import (
@@ -171,3 +173,67 @@ def test_the_operator_killed_at_each_fault_point_ends_each_step_right(
     stored = set(etcdctl(k8s, ns, names[0], "get", "faults/", "--prefix", "--keys-only").split())
     missing = sorted({k for _, k in writer.acked} - stored)
     assert not missing, f"acknowledged writes lost: {missing[:5]}"
+    _recovered_despite_kills(k8s, ns, name, names[0], cluster_id, stored)
+
+
+def _recovered_despite_kills(
+    k8s: K8sCluster, ns: str, name: str, survivor: str, cluster_id: str, stored: set[str]
+) -> None:
+    """A quorum recovery from `survivor`, the operator killed after it fenced the claims and
+    after it made the first member's claim and Job: one new cluster, grown back to three
+    voting members, holding every key the survivor held."""
+    start = time.monotonic()
+    doomed = [
+        p["metadata"]["name"]
+        for p in members_of(k8s, ns, name)
+        if p["metadata"]["name"] != survivor
+    ]
+    k8s.kubectl(
+        "-n",
+        ns,
+        "delete",
+        *[f"pod/{n}" for n in doomed],
+        *[f"pvc/{n}-data" for n in doomed],
+        "--wait=false",
+    )
+    k8s.wait_for(
+        lambda: get(k8s, ns, "etcd", name).get("status", {}).get("majorityDataLost"),
+        timeout=120,
+        interval=1,
+        what="MajorityDataLost",
+    )
+    points = ("recovery-after-fence", "recovery-after-create")
+    _arm(k8s, ns, name, *points)
+    request = f"member={survivor} clusterID={cluster_id}"
+    k8s.kubectl(
+        "-n", ns, "annotate", "--overwrite", "etcd", name, f"{ANN_RECOVER_QUORUM}={request}"
+    )
+
+    def done() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        recovery = o.get("status", {}).get("recovery") or {}
+        assert recovery.get("phase") != "Failed", recovery
+        ready = o.get("status", {}).get("readyMembers") == 3
+        return o if recovery.get("phase") == "Done" and ready else {}
+
+    obj = k8s.wait_for(done, timeout=STEP_WITHIN, interval=2, what="the recovery done")
+    print(f"recovery: {time.monotonic() - start:.1f}s")
+    log = _fired(k8s)
+    for p in points:
+        assert log.count(f"{ns}/{name}: fault point {p} fired") == 1, p
+    assert obj["status"]["clusterID"] not in ("", cluster_id), obj["status"]
+    names = sorted(p["metadata"]["name"] for p in members_of(k8s, ns, name))
+    members = member_list(k8s, ns, names[0])
+    assert sorted(m["name"] for m in members) == names and len(names) == 3, (members, names)
+    assert not any(m.get("isLearner") for m in members), members
+    recovered = set(etcdctl(k8s, ns, names[0], "get", "faults/", "--prefix", "--keys-only").split())
+    assert stored <= recovered, f"lost in the recovery: {sorted(stored - recovered)[:5]}"
+
+
+def members_of(k8s: K8sCluster, ns: str, name: str) -> list[dict[str, Any]]:
+    """The member Pods (the recovery Job's Pod carries the cluster's label too)."""
+    return [
+        p
+        for p in pods(k8s, ns, name)
+        if p["metadata"]["labels"].get("app.kubernetes.io/name") == "etcd"
+    ]

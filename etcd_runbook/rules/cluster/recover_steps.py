@@ -87,8 +87,9 @@ def _underway(o: _Observed) -> str:
     if o.live_claims:
         return ""
     started = sorted(fp for fp in o.recovery_fenced if fp not in o.recovered)
-    # Two recoveries fenced the claims and none has a first member: which to take up is
-    # unknowable from the claims, so neither is (said by the caller as nothing underway).
+    # Two recoveries fenced the claims and neither has a first member (one is never started
+    # while another is under way, so only a person's edits make this): which to take up is
+    # unknowable from the claims, so neither is, and status says only the request's decision.
     return started[0] if len(started) == 1 else ""
 
 

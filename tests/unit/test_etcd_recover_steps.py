@@ -95,7 +95,7 @@ def failed_pod() -> dict[str, Any]:
         "metadata": {
             "name": "j-1",
             "labels": {"job-name": f"e-recover-{FP[:10]}"},
-            "ownerReferences": [{"uid": "job-1"}],
+            "ownerReferences": [{"uid": "job-1", "controller": True}],
         },
         "status": {
             "initContainerStatuses": [
@@ -147,11 +147,11 @@ def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
 
 
 @pytest.mark.parametrize(
-    "look, phase, recover, available",
+    "look, phase, recover",
     [
         # Its Pod still stops: nothing but waiting (a Pod not yet deleted is stopped again).
-        (lambda: fenced(chosen(), [pod(0, deleting=True)]), "Stopping", {"stop": []}, "Recovering"),
-        (lambda: fenced(chosen(), [pod(0)]), "Stopping", {"stop": ["e-0"]}, "Recovering"),
+        (lambda: fenced(chosen(), [pod(0, deleting=True)]), "Stopping", {"stop": []}),
+        (lambda: fenced(chosen(), [pod(0)]), "Stopping", {"stop": ["e-0"]}),
         # Every Pod gone: the first member's claim under the lowest free name, and the Job.
         (
             lambda: fenced(chosen()),
@@ -165,7 +165,6 @@ def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
                 "claim": True,
                 "job": True,
             },
-            "Recovering",
         ),
         # The claim made, its Job not (a run cut short between the two).
         (
@@ -180,29 +179,26 @@ def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
                 "claim": False,
                 "job": True,
             },
-            "Recovering",
         ),
-        (lambda: with_job(seeded(fenced(chosen())), "Active"), "Restoring", {}, "Recovering"),
+        (lambda: with_job(seeded(fenced(chosen())), "Active"), "Restoring", {}),
         (
             lambda: with_job(seeded(fenced(chosen())), "Complete"),
             "Starting",
             {"release": "e-1"},
-            "Recovering",
         ),
         (
             lambda: with_job(seeded(fenced(chosen())), "Failed"),
             "Failed",
             {},
-            "Recovering",
         ),
     ],
 )
-def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover, available):
+def test_each_phase_as_the_claims_pods_and_job_show_it(look, phase, recover):
     facts = look()
     p, r = ep.plan(facts), ep.report(facts)
     assert p["recover"] == {"fingerprint": FP, **recover}
     assert r["status"]["recovery"]["phase"] == phase
-    assert r["conditions"]["Available"]["reason"] == available
+    assert r["conditions"]["Available"]["reason"] == "Recovering"
     assert r["phase"] == "Recovering"
     # Nothing of the recovery's Job queues a run: the next look is asked for (but not after
     # a failure, which waits for a person).

@@ -38,7 +38,7 @@ from etcd_runbook.names import (
 from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
 from etcd_runbook.rules.cluster.members import _free_names
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
-from etcd_runbook.rules.etcd_restore_plan import _job_state, failure_message
+from etcd_runbook.rules.etcd_restore_plan import _job_state, _owned, failure_message
 
 PREFIX = ANN_RECOVER_QUORUM.split("/", 1)[1] + ": "
 # Phases in which the recovery alone acts on the cluster: every other step waits.
@@ -98,11 +98,13 @@ def _recorded(o: _Observed, fingerprint: str) -> dict[str, Any]:
     request, the source chosen, the revision, who is left behind. Informative only: every
     step is decided from the claims."""
     before = (o.obj.get("status") or {}).get("recovery") or {}
-    if before.get("fingerprint") == fingerprint and before.get("phase") != "Failed":
-        return {k: v for k, v in before.items() if k not in ("phase", "message")}
-    if before.get("fingerprint") == fingerprint:
-        return {k: v for k, v in before.items() if k not in ("phase", "message", "reason")}
-    return {"action": "from_member", "fingerprint": fingerprint}
+    if before.get("fingerprint") != fingerprint:
+        return {"action": "from_member", "fingerprint": fingerprint}
+    # A failure's reason is the failure's, not the decision's: it goes with the failure.
+    dropped = (
+        ("phase", "message", "reason") if before.get("phase") == "Failed" else ("phase", "message")
+    )
+    return {k: v for k, v in before.items() if k not in dropped}
 
 
 def _source(o: _Observed, fingerprint: str) -> str:
@@ -110,19 +112,14 @@ def _source(o: _Observed, fingerprint: str) -> str:
 
 
 def _job(o: _Observed, fingerprint: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """This recovery's Job, if this EtcdCluster controls it, and that Job's Pods."""
+    """This recovery's Job, if this EtcdCluster controls it, and that Job's Pods (the restore
+    runbook's rule of ownership, etcd_restore_plan._owned)."""
     uid = str(_meta(o.obj).get("uid") or "")
     for job in o.recovery_jobs:
-        refs = _meta(job).get("ownerReferences") or []
-        ours = any(r.get("controller") and r.get("uid") == uid for r in refs if isinstance(r, dict))
-        if ours and (_meta(job).get("labels") or {}).get(LABEL_RECOVERY) == fingerprint:
-            job_uid = _meta(job).get("uid")
-            pods = [
-                p
-                for p in o.recovery_pods
-                if any(r.get("uid") == job_uid for r in _meta(p).get("ownerReferences") or [])
-            ]
-            return job, pods
+        if (_meta(job).get("labels") or {}).get(LABEL_RECOVERY) == fingerprint:
+            ours, pods, _ = _owned({"job": job, "pods": o.recovery_pods}, uid)
+            if ours:
+                return ours, pods
     return None, []
 
 

@@ -633,17 +633,19 @@ def pod_settle_marks(p: dict[str, Any]) -> list[dict[str, Any]]:
 def recovery_objects(p: dict[str, Any]) -> list[dict[str, Any]]:
     """What a quorum recovery's Restoring step makes that is missing (recover_steps.py), in
     order: the first member's claim (marked restore-pending, so no Pod starts on it before
-    its data is written; recording the request and the cluster ID recovered from), then the
-    Job that writes it from the survivor's claim."""
+    its data is written; recording the request, the cluster ID recovered from and the
+    EtcdBackup restored, if that is the source), then the Job that writes it from the
+    survivor's claim or the backup's snapshot (`from`, etcd_restore_plan's source)."""
     recover = p["recover"]
     seed, fingerprint = recover["seed"], recover["fingerprint"]
     peer = peer_url(p, seed)
     out: list[dict[str, Any]] = []
     if recover["claim"]:
         claim = member_claim(p, seed, initial_cluster_entry(peer), "new")
+        backup = f" backup={recover['backup']}" if recover.get("backup") else ""
         claim["metadata"]["annotations"] |= {
             ANN_RESTORE_PENDING: fingerprint,
-            ANN_RECOVERY: f"{fingerprint} {recover['cluster_id']}",
+            ANN_RECOVERY: f"{fingerprint} {recover['cluster_id']}{backup}",
         }
         out.append(claim)
     if recover["job"]:
@@ -660,7 +662,7 @@ def recovery_objects(p: dict[str, Any]) -> list[dict[str, Any]]:
             recovery_job(
                 cluster,
                 fingerprint,
-                f"{recover['source']}-data",
+                recover["from"],
                 target,
                 recover["image"],
                 {"deadline_seconds": recover["deadline"]},

@@ -406,18 +406,19 @@ def restore_job(
 def recovery_job(
     cluster: dict[str, Any],
     fingerprint: str,
-    survivor_claim: str,
+    source: dict[str, Any],
     target: dict[str, Any],
     image: str,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Job of a quorum recovery from a survivor (recover_steps.py): the survivor's
-    claim, its etcd stopped, mounted read-only in the fetch step alone, which copies the
-    member's database out (etcd_snapshot state=fetched, member_data_dir); etcd's own tool
-    then restores it into the new first member's claim as a restore's Job does, with
-    revisions bumped and marked compacted. The copied database has no hash trailer, hence
-    --skip-hash-check; the fetch step walked the whole file first. Owned by the
-    EtcdCluster, named and labelled for the request's fingerprint."""
+    """The Job of a quorum recovery (recover_steps.py). From a survivor (`source` kind
+    member, its `claim`): the claim, its etcd stopped, mounted read-only in the fetch step
+    alone, which copies the member's database out (etcd_snapshot state=fetched,
+    member_data_dir). The copied database has no hash trailer, hence --skip-hash-check; the
+    fetch step walked the whole file first. From an EtcdBackup (`source` as _backup_source
+    reads it): its snapshot fetched and checked as a restore's Job does. etcd's own tool
+    then restores it into the new first member's claim, with revisions bumped and marked
+    compacted. Owned by the EtcdCluster, named and labelled for the request's fingerprint."""
     meta = _meta(cluster)
     name = str(meta["name"])
     labels = {
@@ -428,7 +429,6 @@ def recovery_job(
         **MANAGED_BY,
     }
     owner = {"kind": "EtcdCluster", "name": name, "uid": meta["uid"]}
-    source = {"kind": "member", "claim": survivor_claim}
     return _seed_job(
         recovery_job_name(name, fingerprint),
         meta["namespace"],

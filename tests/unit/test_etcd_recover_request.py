@@ -61,9 +61,15 @@ def backup(
     snapshot_of: str | None = CID,
     deleting: bool = False,
     missing: bool = False,
+    bucket: str = "etcd",
+    etcd_version: str = "3.6.16",
 ) -> dict[str, Any]:
-    """An EtcdBackup as the API returns it."""
-    last: dict[str, Any] = {"location": f"s3://etcd/{cluster}/snap-7.db", "revision": 36}
+    """An EtcdBackup as the API returns it; `bucket` is where its spec says it writes."""
+    last: dict[str, Any] = {
+        "location": f"s3://etcd/{cluster}/snap-7.db",
+        "revision": 36,
+        "etcdVersion": etcd_version,
+    }
     if sha256:
         last["sha256"] = sha256
     if snapshot_of:
@@ -74,7 +80,16 @@ def backup(
     conditions = [{"type": "Available", "status": "False", "reason": "SnapshotMissing"}]
     return {
         "metadata": meta,
-        "spec": {"clusterName": cluster},
+        "spec": {
+            "clusterName": cluster,
+            "destination": {
+                "s3": {
+                    "endpoint": "http://127.0.0.1:9000",
+                    "bucket": bucket,
+                    "credentialsSecret": "s3-creds",
+                }
+            },
+        },
         "status": {"lastSnapshot": last, "conditions": conditions if missing else []},
     }
 
@@ -86,6 +101,7 @@ def run(
     majority_lost: dict[str, Any] | None = None,
     backups: tuple[dict[str, Any], ...] = (backup(),),
     done: tuple[str, ...] = (),
+    version: str = "3.6.16",
 ) -> rr.Decision:
     return rr.decide(
         rr.parse_request(text),
@@ -95,6 +111,7 @@ def run(
         majority_lost=TWO if majority_lost is None else majority_lost,
         backups=list(backups),
         done=list(done),
+        version=version,
     )
 
 
@@ -306,6 +323,28 @@ NOT_LOST: dict[str, Any] = {}
             "BackupSnapshotMissing",
             "says SnapshotMissing",
         ),
+        # What the restore runbook would refuse, refused before anything is fenced.
+        (
+            ASK_BACKUP,
+            {"majority_lost": NONE_LEFT, "backups": (backup(bucket="moved"),)},
+            "refuse",
+            "BackupNotRestorable",
+            "is not in its bucket moved (its destination changed since)",
+        ),
+        (
+            ASK_BACKUP,
+            {"majority_lost": NONE_LEFT, "backups": (backup(etcd_version="3.4.37"),)},
+            "refuse",
+            "BackupVersionMismatch",
+            "snapshot of etcd 3.4.37, which spec.version 3.6.16 cannot start on",
+        ),
+        (
+            ASK_BACKUP,
+            {"majority_lost": NONE_LEFT, "backups": (backup(etcd_version="3.5.21"),)},
+            "from_backup",
+            "FromBackup",
+            "",
+        ),
         # The cluster, and its state.
         ("member=e-3 clusterID=b0b", {}, "refuse", "ClusterIDMismatch", "status.clusterID is c1d"),
         ("member=e-3 clusterID=00c1d", {}, "from_member", "FromNewestSurvivor", ""),
@@ -360,6 +399,9 @@ NOT_LOST: dict[str, Any] = {}
         "backup-snapshot-without-cluster-id",
         "backup-not-verified",
         "backup-snapshot-missing",
+        "backup-moved",
+        "backup-of-an-etcd-too-old",
+        "backup-of-the-minor-before",
         "cluster-id-mismatch",
         "cluster-id-leading-zeros",
         "cluster-id-unknown",
@@ -440,6 +482,8 @@ BACKUPS = [
     (backup(snapshot_of="b0b"),),
     (backup(sha256=None),),
     (backup(missing=True),),
+    (backup(bucket="moved"),),
+    (backup(etcd_version="3.4.37"),),
     (),
 ]
 # What a refusal may point a person to: a key of the request, or a status field.
@@ -457,6 +501,8 @@ REASONS = {
     "BackupOfAnotherCluster",
     "BackupNotVerified",
     "BackupSnapshotMissing",
+    "BackupNotRestorable",
+    "BackupVersionMismatch",
 }
 
 
@@ -589,15 +635,26 @@ def test_a_chosen_survivor_waits_while_the_cluster_is_paused():
     assert ep.plan(facts)["fence"] == [] and ep.plan(facts)["recover"] == {}
 
 
-def test_a_chosen_backup_is_recorded_and_left_to_a_person():
+def test_a_chosen_backup_with_no_claim_left_to_fence_is_restored_in_the_same_run():
     facts = annotated(
         lost_facts({0: "claim", 1: "claim", 2: "claim"}, {}),
         f"backup=nightly clusterID={CID}",
     )
     facts["backups"] = [backup("nightly")]
+    facts["options"] = {"image": "operator:1.2.3"}
+    recovery = ep.report(facts)["status"]["recovery"]
+    assert (recovery["action"], recovery["phase"], recovery["carriedOut"]) == (
+        "from_backup",
+        "Restoring",
+        True,
+    ), recovery
+    recover = ep.plan(facts)["recover"]
+    assert (recover["seed"], recover["backup"], recover["from"]["kind"]) == ("e-0", "nightly", "s3")
+    # Paused, the same decision is recorded and nothing is done.
+    facts["object"]["spec"]["paused"] = True
     recovery = ep.report(facts)["status"]["recovery"]
     assert (recovery["action"], recovery["carriedOut"]) == ("from_backup", False), recovery
-    assert "does not restore it into this cluster" in recovery["message"]
+    assert "Nothing is done while spec.paused is true" in recovery["message"]
     assert ep.plan(facts)["recover"] == {}
 
 

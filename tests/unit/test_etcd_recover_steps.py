@@ -1,7 +1,7 @@
-"""A quorum recovery from a survivor carried out (etcd_runbook/rules/cluster/recover_steps.py):
-each phase as the claims, Pods and Jobs of a run show it, what that run does and holds back,
-and what status and Events say. Walked in the order a recovery goes, each row the look a run
-cut short there would take up from."""
+"""A quorum recovery from a survivor or from an EtcdBackup carried out
+(etcd_runbook/rules/cluster/recover_steps.py): each phase as the claims, Pods and Jobs of a
+run show it, what that run does and holds back, and what status and Events say. Walked in the
+order a recovery goes, each row the look a run cut short there would take up from."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from etcd_runbook.rules.cluster.recover import parse_request
 from etcd_runbook.rules.cluster.recover_steps import HELD
 from etcd_runbook.rules.etcd_manifests import recovery_objects
 from tests.unit.test_etcd_plan import CID, claim, info, member, pod, view
+from tests.unit.test_etcd_recover_request import SHA, backup
 from tests.unit.test_etcd_recovery import lost_facts
 
 REQUEST = f"member=e-0 clusterID={CID}"
@@ -158,7 +159,8 @@ def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
             "Restoring",
             {
                 "seed": "e-1",
-                "source": "e-0",
+                "from": {"kind": "member", "claim": "e-0-data"},
+                "backup": "",
                 "cluster_id": CID,
                 "image": IMAGE,
                 "deadline": 3600,
@@ -172,7 +174,8 @@ def test_the_run_that_chooses_fences_every_claim_and_acts_alone():
             "Restoring",
             {
                 "seed": "e-1",
-                "source": "e-0",
+                "from": {"kind": "member", "claim": "e-0-data"},
+                "backup": "",
                 "cluster_id": CID,
                 "image": IMAGE,
                 "deadline": 3600,
@@ -308,3 +311,89 @@ def test_the_restoring_step_makes_the_pending_claim_then_the_job_from_the_surviv
     # The claim made in a run cut short before its Job: the Job alone.
     p = ep.plan(seeded(fenced(chosen())))
     assert [o["kind"] for o in recovery_objects(p)] == ["Job"]
+
+
+# --- from an EtcdBackup ------------------------------------------------------------------------
+
+ASK_BACKUP = f"backup=nightly clusterID={CID} acceptOlder=true"
+FPB = parse_request(ASK_BACKUP).fingerprint()
+
+
+def backup_asked(facts: dict[str, Any]) -> dict[str, Any]:
+    """The same loss, a backup asked for over the survivor's data (acceptOlder=true)."""
+    facts = asked(facts)
+    facts["object"]["metadata"]["annotations"][ANN_RECOVER_QUORUM] = ASK_BACKUP
+    facts["backups"] = [backup("nightly", cluster="e")]
+    return facts
+
+
+def backup_fenced(facts: dict[str, Any]) -> dict[str, Any]:
+    """After the fencing run: every claim fenced naming the backup, the Pods gone."""
+    facts = copy.deepcopy(facts)
+    facts["object"]["status"]["recovery"] = ep.report(facts)["status"]["recovery"]
+    for c in facts["claims"]:
+        c["metadata"]["annotations"][ANN_FENCED] = f"recovery {FPB} backup=nightly"
+    facts["pods"], facts["info"] = [], {}
+    return facts
+
+
+def test_a_recovery_from_a_backup_fences_every_claim_naming_it_then_restores_its_snapshot():
+    facts = backup_asked(lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)}))
+    p, r = ep.plan(facts), ep.report(facts)
+    # The survivor's data is given up on purpose: its claim is fenced like the others', and
+    # no claim is marked the source.
+    assert p["fence"] == [{"name": "e-0", "reason": f"recovery {FPB} backup=nightly"}]
+    assert p["recover"] == {"fingerprint": FPB, "stop": []}
+    recovery = r["status"]["recovery"]
+    assert (recovery["phase"], recovery["reason"]) == ("Fencing", "FromBackup")
+    # The next run, the status of the decision lost (the request read back from the fences).
+    facts = backup_fenced(facts)
+    facts["object"]["status"]["recovery"] = {}
+    p, recovery = ep.plan(facts), recovery_of(facts)
+    assert (recovery["phase"], recovery["reason"], recovery["action"]) == (
+        "Restoring",
+        "FromBackup",
+        "from_backup",
+    )
+    assert (
+        "EtcdBackup nightly's snapshot s3://etcd/e/snap-7.db (revision 36)" in recovery["message"]
+    )
+    recover = p["recover"]
+    assert (recover["seed"], recover["backup"], recover["cluster_id"]) == ("e-1", "nightly", CID)
+    claim_obj, job_obj = recovery_objects(p)
+    assert claim_obj["metadata"]["annotations"][ANN_RECOVERY] == f"{FPB} {CID} backup=nightly"
+    pod_spec = job_obj["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod_spec["initContainers"][0]["env"]}
+    # Fetched from the store and checked against the backup's sha256, as a restore does; the
+    # survivor's claim is not mounted.
+    assert (env["ETCD_RESTORE_KEY"], env["ETCD_RESTORE_SHA256"]) == ("e/snap-7.db", SHA)
+    assert env["ETCD_RESTORE_S3_BUCKET"] == "etcd"
+    assert "source" not in {v["name"] for v in pod_spec["volumes"]}
+    assert "--skip-hash-check" not in pod_spec["containers"][0]["command"]
+
+
+def test_a_recovery_from_a_backup_is_taken_up_from_its_first_members_claim_alone():
+    # Every old claim deleted by a person after the first member's claim was made: that
+    # claim still says which backup it is restored from.
+    facts = backup_fenced(backup_asked(lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)})))
+    c = claim(1, joined=False)
+    c["metadata"]["annotations"] |= {
+        ANN_RECOVERY: f"{FPB} {CID} backup=nightly",
+        ANN_RESTORE_PENDING: FPB,
+    }
+    facts["claims"] = [c]
+    facts = with_job(facts, "Complete")
+    facts["recovery_jobs"][0]["metadata"]["labels"][LABEL_RECOVERY] = FPB
+    recovery = recovery_of(facts)
+    assert (recovery["phase"], recovery["reason"]) == ("Starting", "FromBackup"), recovery
+    assert "EtcdBackup nightly's snapshot" in recovery["message"]
+    assert ep.plan(facts)["recover"] == {"fingerprint": FPB, "release": "e-1"}
+
+
+def test_the_backup_gone_mid_way_ends_the_recovery_said_and_nothing_is_made():
+    facts = backup_fenced(backup_asked(lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)})))
+    facts["backups"] = []
+    assert ep.plan(facts)["recover"] == {"fingerprint": FPB}
+    recovery = recovery_of(facts)
+    assert (recovery["phase"], recovery["reason"]) == ("Failed", "RecoverySourceGone")
+    assert "no EtcdBackup nightly in this namespace" in recovery["message"]

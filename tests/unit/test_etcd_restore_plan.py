@@ -708,7 +708,7 @@ def test_a_recovery_job_copies_the_stopped_survivors_database_read_only_then_res
     the_job = rp.recovery_job(
         cluster,
         "f" * 16,
-        "again-1-data",
+        {"kind": "member", "claim": "again-1-data"},
         target(restore()),
         "operator:dev",
         {"deadline_seconds": 900},

@@ -160,21 +160,30 @@ def agreement(info: dict[str, Any], recorded_id: str) -> dict[str, Any]:
     return {"ok": True, "why": f"{len(agreeing)} of {len(voters)} voting members agree"}
 
 
-# A claim a quorum recovery fenced: "recovery <fingerprint>", " source" on the survivor's.
-_RECOVERY_FENCE = re.compile(r"^recovery ([0-9a-f]{16})( source)?$")
+# A claim a quorum recovery fenced: "recovery <fingerprint>", then " source" on the
+# survivor's claim, or " backup=<EtcdBackup>" on every claim of a recovery from a backup.
+_RECOVERY_FENCE = re.compile(
+    r"^recovery ([0-9a-f]{16})(?: (source)| backup=([a-z0-9][-a-z0-9.]*))?$"
+)
+_RECOVERY_BACKUP = "backup="
 
 
-def recovery_record(claim: dict[str, Any]) -> tuple[str, str] | None:
-    """(fingerprint, cluster ID recovered from) of a quorum recovery's first member's claim
-    (ANN_RECOVERY), None for any other claim."""
-    fingerprint, _, old_id = str(annotations_of(claim).get(ANN_RECOVERY) or "").partition(" ")
-    return (fingerprint, old_id) if fingerprint else None
+def recovery_record(claim: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(fingerprint, cluster ID recovered from, EtcdBackup recovered from or '') of a quorum
+    recovery's first member's claim (ANN_RECOVERY), None for any other claim."""
+    words = str(annotations_of(claim).get(ANN_RECOVERY) or "").split()
+    if not words:
+        return None
+    old_id = words[1] if len(words) > 1 else ""
+    backup = words[2] if len(words) > 2 else ""
+    return words[0], old_id, backup.removeprefix(_RECOVERY_BACKUP)
 
 
-def recovery_fence(claim: dict[str, Any]) -> tuple[str, bool] | None:
-    """(fingerprint, whether it is the source's) of a claim a quorum recovery fenced."""
+def recovery_fence(claim: dict[str, Any]) -> tuple[str, bool, str] | None:
+    """(fingerprint, whether it is the survivor's, the EtcdBackup recovered from or '') of a
+    claim a quorum recovery fenced."""
     match = _RECOVERY_FENCE.match(str(annotations_of(claim).get(ANN_FENCED) or ""))
-    return (match.group(1), bool(match.group(2))) if match else None
+    return (match.group(1), bool(match.group(2)), match.group(3) or "") if match else None
 
 
 def _voting_claims(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -255,9 +264,15 @@ class _Observed:
         )
         self.recovered = {r[0] for c in claims_list if (r := recovery_record(c))}
         self.recovery_fenced: dict[str, dict[str, bool]] = {}
+        # The EtcdBackup a recovery restores, as its fences (and its first member's claim) say.
+        self.recovery_backups: dict[str, str] = {
+            r[0]: r[2] for c in claims_list if (r := recovery_record(c)) and r[2]
+        }
         for n, c in self.claims.items():
             if fence := recovery_fence(c):
                 self.recovery_fenced.setdefault(fence[0], {})[n] = fence[1]
+                if fence[2]:
+                    self.recovery_backups[fence[0]] = fence[2]
         self.recovery_jobs = list(facts.get("recovery_jobs") or [])
         self.recovery_pods = list(facts.get("recovery_pods") or [])
         capacity = _claim_capacity(list(self.live_claims.values()))

@@ -30,6 +30,7 @@ from etcd_runbook.names import ANN_RECOVER_QUORUM
 from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.recovery import newest as newest_of
+from etcd_runbook.rules.etcd_restore_plan import RestoreRefused, _backup_source, version_refusal
 
 # Every message starts with the annotation's short name: a line in status or an Event then
 # says which request it answers.
@@ -322,7 +323,7 @@ def _survivor_refusal(request: RecoverRequest, lost: dict[str, Any]) -> Refusal:
     )
 
 
-def _backup_named(backups: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+def backup_named(backups: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     """The EtcdBackup of that name; one being deleted is as good as gone."""
     return next((b for b in backups if _meta(b).get("name") == name and not _deleting(b)), None)
 
@@ -374,15 +375,40 @@ def _snapshot_refusal(key: str, backup: dict[str, Any]) -> Refusal:
     return None
 
 
+def _restorable_refusal(request: RecoverRequest, backup: dict[str, Any], version: str) -> Refusal:
+    """What the restore runbook would refuse of that snapshot, refused before anything is
+    fenced: a snapshot not where its backup's destination says, or of an etcd that the
+    cluster's version cannot start on."""
+    key = f"backup={request.backup}"
+    try:
+        source = _backup_source(request.backup, backup)
+    except RestoreRefused as e:
+        return (
+            "BackupNotRestorable",
+            f"{PREFIX}{key}: {e.message.removeprefix(f'{e.field}: ')}; name another EtcdBackup",
+        )
+    taken_by = source["etcd_version"]
+    if version and version_refusal(taken_by, version):
+        minor = ".".join(taken_by.split(".")[:2])
+        return (
+            "BackupVersionMismatch",
+            f"{PREFIX}{key} holds a snapshot of etcd {taken_by}, which spec.version {version} "
+            f"cannot start on (etcd reads data of its own minor or the one before): set "
+            f"spec.version to a {minor} release, or name another EtcdBackup",
+        )
+    return None
+
+
 def _backup_refusal(
     request: RecoverRequest,
     backup: dict[str, Any] | None,
     lost: dict[str, Any],
     cluster_id: str,
     cluster_name: str,
+    version: str,
 ) -> Refusal:
     """A survivor first (whatever the backup, it is the better source), then the backup:
-    there, this cluster's, verified."""
+    there, this cluster's, verified, restorable by `version`."""
     key = f"backup={request.backup}"
     if refusal := _survivor_refusal(request, lost):
         return refusal
@@ -392,7 +418,11 @@ def _backup_refusal(
             f"{PREFIX}{key}: no EtcdBackup {request.backup} in this namespace (or it is being "
             "deleted); name one of this cluster's EtcdBackups",
         )
-    return _owner_refusal(key, backup, cluster_id, cluster_name) or _snapshot_refusal(key, backup)
+    return (
+        _owner_refusal(key, backup, cluster_id, cluster_name)
+        or _snapshot_refusal(key, backup)
+        or _restorable_refusal(request, backup, version)
+    )
 
 
 def _left_behind(lost: dict[str, Any], source: str) -> tuple[LeftBehind, ...]:
@@ -479,11 +509,13 @@ def decide(
     majority_lost: dict[str, Any],
     backups: list[dict[str, Any]],
     done: list[str],
+    version: str = "",
 ) -> Decision:
     """What to do with `request` on the cluster `cluster_name` recorded as `cluster_id`
     (status.clusterID). `majority_lost` is recovery.plan_majority_lost's (empty unless a
     majority's data is gone), `backups` the namespace's EtcdBackups as the API returns them,
-    `done` the fingerprints of the requests carried out already.
+    `done` the fingerprints of the requests carried out already, `version` the etcd version
+    the recovered cluster runs (spec.version; '' skips that check).
 
     The rules, in order: a request carried out already is done (first, because a recovery
     gives the cluster a new ID: the annotation left in place then reads as done, not as a
@@ -492,14 +524,14 @@ def decide(
     fingerprint = request.fingerprint()
     if fingerprint in done:
         return _done(request, fingerprint)
-    backup = _backup_named(backups, request.backup) if request.backup else None
+    backup = backup_named(backups, request.backup) if request.backup else None
     refusal = (
         _cluster_refusal(request, cluster_id)
         or _state_refusal(quorum_answers, majority_lost)
         or (
             _member_refusal(request, majority_lost)
             if request.member
-            else _backup_refusal(request, backup, majority_lost, cluster_id, cluster_name)
+            else _backup_refusal(request, backup, majority_lost, cluster_id, cluster_name, version)
         )
     )
     if refusal:
@@ -512,7 +544,7 @@ def decide(
 def _status_of(asked: str, decision: Decision, held: bool) -> dict[str, Any]:
     """What status.recovery records of a decision: what was asked, what was chosen and why,
     and what a recovery from that source leaves behind. `held`: the cluster is paused (or
-    not the operator's to change), so a recovery from a survivor waits."""
+    not the operator's to change), so the recovery waits."""
     out: dict[str, Any] = {
         "asked": asked,
         "action": decision.action,
@@ -535,25 +567,15 @@ def _status_of(asked: str, decision: Decision, held: bool) -> dict[str, Any]:
                 }
                 for m in decision.lost
             ],
-            # From a survivor, carried out by recover_steps.py from this run on; from a
-            # backup, said: a person restores it (NOT_CARRIED_OUT).
+            # Carried out by recover_steps.py from this run on, unless held.
             "carriedOut": False,
         }
-        if decision.action == "from_backup":
-            out["message"] = decision.message + NOT_CARRIED_OUT
-        elif held:
+        if held:
             out["message"] = decision.message + HELD
     return out
 
 
-# What a request for a backup says in this version: the decision is made and recorded, and
-# the restore is a person's (docs/runbooks.md, "Quorum lost").
-NOT_CARRIED_OUT = (
-    ". This version checks and records a backup as the source but does not restore it into "
-    "this cluster: restore it into a new cluster with an EtcdRestore (docs/runbooks.md, "
-    "'Restore')"
-)
-# What a request from a survivor says while the cluster is paused or not the operator's.
+# What a recovery's decision says while the cluster is paused or not the operator's.
 HELD = (
     ". Nothing is done while spec.paused is true (or the cluster is outside the operator's "
     "allow-lists): the recovery starts once it is not"
@@ -595,5 +617,6 @@ def plan_recover_request(o: _Observed, d: Decided) -> Decided:
         backups=o.backups,
         # Read back from the claims: a recovery's first member's claim records its request.
         done=sorted(o.recovered),
+        version=str(o.spec.get("version") or ""),
     )
     return {"recovery": _status_of(request.normalised(), decision, o.hands_off)}

@@ -1,27 +1,29 @@
-"""A quorum recovery from a survivor, carried out one look at a time (docs/runbooks.md, "Quorum
-lost"; docs/design-decisions.md, "A majority's data gone").
+"""A quorum recovery, from a survivor or from an EtcdBackup, carried out one look at a time
+(docs/runbooks.md, "Quorum lost"; docs/design-decisions.md, "A majority's data gone").
 
 What a person asked for and the operator chose (recover.py's decision) is carried out in
 phases, each read back from the claims and never from status, so a run cut short anywhere is
 taken up by the next from what was written:
 
 - Fencing: every claim of the cluster is fenced (`fenced: recovery <fingerprint>`, the
-  survivor's with ` source`): none is ever started again under its old identity, and their
-  Pods are stopped. etcd commits its database when it stops on SIGTERM.
+  survivor's with ` source`, each with ` backup=<EtcdBackup>` when that is the source): none
+  is ever started again under its old identity, and their Pods are stopped. etcd commits its
+  database when it stops on SIGTERM.
 - Stopping: until no member Pod is left (the survivor's claim can then be mounted, and its
   database no longer changes).
 - Restoring: a new claim under a free name, marked restore-pending and recording the request
   (ANN_RECOVERY), and the recovery Job (etcd_restore_plan.recovery_job) that copies the
-  survivor's database out of its claim, read-only, and restores it there as a snapshot with
+  survivor's database out of its claim, read-only, or fetches and checks the backup's newest
+  verified snapshot as the restore runbook does, and restores it there as a snapshot with
   revisions bumped and marked compacted.
 - Starting: once the Job succeeded the claim is released; the heal path starts its member, a
   cluster of one under a new cluster ID, which the claim records once it answers.
 - Growing, then Done: the other members join as learners on new claims, one at a time, as any
   scale-up does.
 
-Failed: the Job failed (RecoveryFailed, with its own words), or the survivor's claim is gone
-(RecoverySourceGone); nothing more is done until a person looks. The old claims stay fenced,
-kept for inspection (docs/runbooks.md, "Fenced members").
+Failed: the Job failed (RecoveryFailed, with its own words), or the survivor's claim, or the
+backup's snapshot, is gone (RecoverySourceGone); nothing more is done until a person looks.
+The old claims stay fenced, kept for inspection (docs/runbooks.md, "Fenced members").
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ from etcd_runbook.names import (
 from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
 from etcd_runbook.rules.cluster.members import _free_names
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
-from etcd_runbook.rules.etcd_restore_plan import _job_state, _owned, failure_message
+from etcd_runbook.rules.cluster.recover import backup_named
+from etcd_runbook.rules.etcd_restore_plan import (
+    RestoreRefused,
+    _backup_source,
+    _job_state,
+    _owned,
+    failure_message,
+)
 
 PREFIX = ANN_RECOVER_QUORUM.split("/", 1)[1] + ": "
 # Phases in which the recovery alone acts on the cluster: every other step waits.
@@ -66,8 +75,11 @@ HELD = (
 JOB_DEADLINE = 3600
 
 
-def fence_reason(fingerprint: str, source: bool) -> str:
-    """The fence a recovery writes on a claim it leaves behind (observed.recovery_fence)."""
+def fence_reason(fingerprint: str, source: bool, backup: str = "") -> str:
+    """The fence a recovery writes on a claim it leaves behind (observed.recovery_fence):
+    `source` on the survivor's, `backup` on each when an EtcdBackup is restored."""
+    if backup:
+        return f"recovery {fingerprint} backup={backup}"
     return f"recovery {fingerprint}" + (" source" if source else "")
 
 
@@ -82,7 +94,7 @@ def _underway(o: _Observed) -> str:
     cluster that has members again is never taken back to an earlier step)."""
     seed = o.recovery_seed
     if seed:
-        name, fingerprint, _ = seed
+        name, fingerprint, *_ = seed
         return "" if annotations_of(o.claims[name]).get(ANN_MEMBER_ID) else fingerprint
     if o.live_claims:
         return ""
@@ -99,7 +111,8 @@ def _recorded(o: _Observed, fingerprint: str) -> dict[str, Any]:
     step is decided from the claims."""
     before = (o.obj.get("status") or {}).get("recovery") or {}
     if before.get("fingerprint") != fingerprint:
-        return {"action": "from_member", "fingerprint": fingerprint}
+        action = "from_backup" if _backup(o, fingerprint) else "from_member"
+        return {"action": action, "fingerprint": fingerprint}
     # A failure's reason is the failure's, not the decision's: it goes with the failure.
     dropped = (
         ("phase", "message", "reason") if before.get("phase") == "Failed" else ("phase", "message")
@@ -108,7 +121,13 @@ def _recorded(o: _Observed, fingerprint: str) -> dict[str, Any]:
 
 
 def _source(o: _Observed, fingerprint: str) -> str:
+    """The survivor a recovery restores, as its fence says ('' from a backup)."""
     return next((n for n, src in o.recovery_fenced.get(fingerprint, {}).items() if src), "")
+
+
+def _backup(o: _Observed, fingerprint: str) -> str:
+    """The EtcdBackup a recovery restores, as its fences or first member's claim say."""
+    return o.recovery_backups.get(fingerprint, "")
 
 
 def _job(o: _Observed, fingerprint: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -139,7 +158,8 @@ def _step(
     recovery = {
         **base,
         "phase": phase,
-        "reason": reason or str(base.get("reason") or "FromSurvivor"),
+        "reason": reason
+        or str(base.get("reason") or ("FromBackup" if _backup(o, fingerprint) else "FromSurvivor")),
         "message": (str(base["message"]) + ". " if decided else PREFIX) + message,
         "carriedOut": True,
     }
@@ -154,13 +174,16 @@ def _step(
     return out
 
 
-def _fencing(o: _Observed, d: Decided, fingerprint: str, source: str) -> Decided:
-    """Every claim not yet fenced is fenced for this recovery, its Pod stopped."""
+def _fencing(o: _Observed, d: Decided, fingerprint: str, member: str, backup: str) -> Decided:
+    """Every claim not yet fenced is fenced for this recovery, its Pod stopped. With nothing
+    left to fence (every claim gone or fenced before), the recovery goes on in this run."""
     fence = [
-        {"name": n, "reason": fence_reason(fingerprint, n == source)}
+        {"name": n, "reason": fence_reason(fingerprint, n == member, backup)}
         for n, c in sorted(o.claims.items())
         if not _deleting(c) and ANN_FENCED not in annotations_of(c)
     ]
+    if not fence:
+        return _carried_out(o, fingerprint, member, backup, d["recovery"])
     fenced = {f["name"] for f in fence}
     out = _step(
         o,
@@ -174,20 +197,45 @@ def _fencing(o: _Observed, d: Decided, fingerprint: str, source: str) -> Decided
     return {**out, "fence": d["fence"] + fence}
 
 
-def _stopping(o: _Observed, fingerprint: str, left: list[str]) -> Decided:
+def _stopping(
+    o: _Observed, fingerprint: str, left: list[str], decided: dict[str, Any] | None
+) -> Decided:
     """Pods still there: those not yet being deleted are stopped again."""
     return _step(
         o,
         fingerprint,
         "Stopping",
-        f"waiting for the Pods of {', '.join(left)} to stop: the survivor's database is "
-        "copied only once its etcd has stopped",
+        f"waiting for the Pods of {', '.join(left)} to stop: no member of the old cluster "
+        "runs beside the recovered one, and a survivor's database is copied only once its "
+        "etcd has stopped",
         {"stop": [n for n in left if not _deleting(o.pods[n])]},
+        decided=decided,
     )
 
 
-def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Decided:
-    """The first member's claim and the Job, as each is missing; the Job's end."""
+def _backup_snapshot(o: _Observed, backup: str) -> tuple[dict[str, Any], str]:
+    """The EtcdBackup's newest verified snapshot as the restore runbook reads it, or why there
+    is none to restore (the backup or its snapshot gone since the request was decided)."""
+    try:
+        return _backup_source(backup, backup_named(o.backups, backup)), ""
+    except RestoreRefused as e:
+        return {}, e.message.removeprefix(f"{e.field}: ")
+
+
+def _restoring(
+    o: _Observed,
+    fingerprint: str,
+    source: dict[str, Any],
+    said: tuple[str, str],
+    old_id: str,
+    backup: str,
+    decided: dict[str, Any] | None,
+) -> Decided:
+    """The first member's claim and the Job, as each is missing; the Job's end. `source` is
+    what the Job restores (etcd_restore_plan's source: a member's claim or a backup's
+    snapshot, `backup` naming the EtcdBackup); `said`, how a message names it and what a
+    failure leaves untouched."""
+    what, kept = said
     seed = o.recovery_seed
     free = _free_names(o.name, set(o.claims) | set(o.pods))
     if not seed and not free:
@@ -198,6 +246,7 @@ def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Deci
             "every member name is taken by a claim, so the first member has none: delete "
             "the fenced claims that are no longer needed (docs/runbooks.md, 'Fenced members')",
             reason="RecoveryNoFreeName",
+            decided=decided,
         )
     name = seed[0] if seed else free[0]
     job, pods = _job(o, fingerprint)
@@ -208,19 +257,20 @@ def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Deci
             o,
             fingerprint,
             "Failed",
-            f"the recovery Job failed: {failure_message(job or {}, pods)}. The survivor's "
-            f"claim {source}-data is untouched; read the Job's logs, delete the Job and the "
-            f"claim {name}-data to try again",
+            f"the recovery Job failed: {failure_message(job or {}, pods)}. {kept}; read the "
+            f"Job's logs, delete the Job and the claim {name}-data to try again",
             reason="RecoveryFailed",
+            decided=decided,
         )
     if state == "Succeeded" and seed:
         return _step(
             o,
             fingerprint,
             "Starting",
-            f"{source}'s database is restored into {name}: starting it as the first member "
-            "of the recovered cluster",
+            f"{what} is restored into {name}: starting it as the first member of the "
+            "recovered cluster",
             {"release": name},
+            decided=decided,
         )
     if not image and (not seed or state == "Absent"):
         return _step(
@@ -230,10 +280,12 @@ def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Deci
             "the operator's own image, which the recovery Job runs in, is unknown: outside "
             "the operator's Pod, set ETCD_RUNBOOK_IMAGE to it",
             reason="RecoveryImageUnknown",
+            decided=decided,
         )
     act = {
         "seed": name,
-        "source": source,
+        "from": source,
+        "backup": backup,
         "cluster_id": old_id,
         "image": image,
         "deadline": JOB_DEADLINE,
@@ -245,39 +297,67 @@ def _restoring(o: _Observed, fingerprint: str, source: str, old_id: str) -> Deci
         o,
         fingerprint,
         "Restoring",
-        f"restoring {source}'s database, read-only from its claim, into the new first "
-        f"member {name}{waiting}",
+        f"restoring {what} into the new first member {name}{waiting}",
         act if act["claim"] or act["job"] else {},
+        decided=decided,
     )
 
 
-def _carried_out(o: _Observed, fingerprint: str) -> Decided:
-    """The next step of the recovery under way."""
-    source = _source(o, fingerprint)
+def _carried_out(
+    o: _Observed,
+    fingerprint: str,
+    member: str,
+    backup: str,
+    decided: dict[str, Any] | None = None,
+) -> Decided:
+    """The next step of the recovery under way, from the survivor `member` or the EtcdBackup
+    `backup`. `decided`: the decision this run made, when the recovery starts in this run."""
     seed = o.recovery_seed
+    what = f"EtcdBackup {backup}'s snapshot" if backup else f"{member or 'the survivor'}'s data"
     if seed and not annotations_of(o.claims[seed[0]]).get(ANN_RESTORE_PENDING):
         return _step(
             o,
             fingerprint,
             "Starting",
-            f"{seed[0]} holds {source or 'the survivor'}'s data: waiting for it to answer as "
-            "the first member of the recovered cluster",
+            f"{seed[0]} holds {what}: waiting for it to answer as the first member of the "
+            "recovered cluster",
+            decided=decided,
         )
     left = sorted(n for n in o.pods if not seed or n != seed[0])
     if left:
-        return _stopping(o, fingerprint, left)
-    if not source or source not in o.claims or _deleting(o.claims[source]):
+        return _stopping(o, fingerprint, left, decided)
+    # Before the first member's claim exists, the recorded ID is still the old cluster's.
+    old_id = seed[2] if seed else o.recorded_id
+    if backup:
+        source, gone = _backup_snapshot(o, backup)
+        said = (
+            f"EtcdBackup {backup}'s snapshot {source.get('location')} (revision "
+            f"{source.get('revision')})",
+            f"EtcdBackup {backup}'s snapshot is untouched",
+        )
+    else:
+        source = {"kind": "member", "claim": f"{member}-data"}
+        gone = (
+            ""
+            if member and member in o.claims and not _deleting(o.claims[member])
+            else f"the survivor's claim {member or '(none marked source)'}-data is gone, and "
+            "with it the data to recover"
+        )
+        said = (
+            f"{member}'s database, read-only from its claim,",
+            f"The survivor's claim {member}-data is untouched",
+        )
+    if gone:
         return _step(
             o,
             fingerprint,
             "Failed",
-            f"the survivor's claim {source or '(none marked source)'}-data is gone, and "
-            "with it the data to recover: nothing more is done. Restore a backup into a new "
-            "cluster (docs/runbooks.md, 'Restore')",
+            f"{gone}: nothing more is done. Restore a backup into a new cluster "
+            "(docs/runbooks.md, 'Restore')",
             reason="RecoverySourceGone",
+            decided=decided,
         )
-    # Before the first member's claim exists, the recorded ID is still the old cluster's.
-    return _restoring(o, fingerprint, source, seed[2] if seed else o.recorded_id)
+    return _restoring(o, fingerprint, source, said, old_id, backup, decided)
 
 
 def _handed_over(o: _Observed, d: Decided) -> Decided:
@@ -309,13 +389,16 @@ def plan_recover_steps(o: _Observed, d: Decided) -> Decided:
     recovery = d["recovery"]
     fingerprint = _underway(o)
     if fingerprint:
-        out = _carried_out(o, fingerprint)
+        out = _carried_out(o, fingerprint, _source(o, fingerprint), _backup(o, fingerprint))
         if recovery.get("fingerprint") not in (None, fingerprint):
             out["recovery"]["message"] += (
                 f"; the request now in the annotation ({recovery.get('asked')}) waits until "
                 "this one is done (RecoveryUnderway)"
             )
         return out
-    if recovery.get("action") == "from_member" and not o.hands_off:
-        return _fencing(o, d, str(recovery["fingerprint"]), str(recovery["source"]))
+    action = recovery.get("action")
+    if action in ("from_member", "from_backup") and not o.hands_off:
+        source = str(recovery["source"])
+        member, backup = (source, "") if action == "from_member" else ("", source)
+        return _fencing(o, d, str(recovery["fingerprint"]), member, backup)
     return _handed_over(o, d)

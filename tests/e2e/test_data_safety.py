@@ -28,6 +28,7 @@ from testbed.host import REPO
 from testbed.object_store import credentials_secret
 from testbed.operator_incluster import NAMESPACE, SELECTOR, InClusterOperator
 from tests.e2e.helpers import (
+    TLS_ARGS,
     Operator,
     apply,
     condition,
@@ -39,6 +40,7 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
+from tests.e2e.test_etcdbackup import backup_claim, volume_backup, wait_phase
 from tests.k8s_cluster import namespace_for_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -412,6 +414,112 @@ def test_a_majority_s_data_lost_is_said_within_30s_then_recovered_from_the_survi
     assert int(header["revision"]) > 1_000_000_000, header
     for reason in ("RecoveryChosen", "Recovering"):
         assert events(k8s, ns, reason), reason
+
+
+def test_a_majority_s_data_lost_is_recovered_from_the_backup_asked_for(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns, name = k8s_cluster, k8s_namespace, "lostb"
+    apply(k8s, ns, etcd_cluster(name))
+    obj = wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
+    first = sorted(m["name"] for m in obj["status"]["members"])[0]
+    for i in range(20):
+        assert etcdctl(k8s, ns, first, "put", f"kept/{i:02d}", str(i)).strip() == "OK"
+    apply(k8s, ns, backup_claim("backups"))
+    apply(k8s, ns, volume_backup("nightly", name, "backups"))
+    taken = wait_phase(k8s, ns, "nightly", {"Succeeded", "Failed"}, 240)
+    assert taken["status"]["phase"] == "Succeeded", taken["status"]
+    snapshot = taken["status"]["lastSnapshot"]
+    # Written after the backup: what a recovery from it gives up, and says it does.
+    assert etcdctl(k8s, ns, first, "put", "after/backup", "lost").strip() == "OK"
+    header = json.loads(etcdctl(k8s, ns, first, "get", "after/backup", "-w", "json"))["header"]
+    old_revision = int(header["revision"])
+    doomed = sorted(m["name"] for m in obj["status"]["members"])[1:]
+    k8s.kubectl(
+        "-n",
+        ns,
+        "delete",
+        *[f"pod/{n}" for n in doomed],
+        *[f"pvc/{n}-data" for n in doomed],
+        "--wait=false",
+    )
+    obj = wait_condition(k8s, ns, name, "Available", "MajorityDataLost", timeout=60)
+    cluster_id = obj["status"]["clusterID"]
+
+    # A backup over a survivor's data is refused unless the request says it means it.
+    def decided(value: str) -> dict[str, Any]:
+        k8s.kubectl(
+            "-n", ns, "annotate", "--overwrite", f"etcd/{name}", f"{ANN_RECOVER_QUORUM}={value}"
+        )
+
+        def seen() -> dict[str, Any]:
+            recovery = get(k8s, ns, "etcd", name).get("status", {}).get("recovery") or {}
+            return recovery if recovery.get("asked") == value else {}
+
+        return k8s.wait_for(seen, timeout=60, interval=0.5, what=f"status.recovery of {value}")
+
+    refused = decided(f"backup=nightly clusterID={cluster_id}")
+    assert (refused["action"], refused["reason"]) == ("refuse", "SurvivorExists"), refused
+    assert f"member={first}" in refused["message"], refused
+    asked_at = time.monotonic()
+    decided(f"backup=nightly clusterID={cluster_id} acceptOlder=true")
+    seen: list[str] = []
+
+    def recovered() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        recovery = o.get("status", {}).get("recovery") or {}
+        phase = recovery.get("phase")
+        if phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+        assert phase != "Failed", recovery
+        ready = o.get("status", {}).get("readyMembers") == 3
+        available = condition(o, "Available").get("status") == "True"
+        return o if phase == "Done" and ready and available else {}
+
+    obj = k8s.wait_for(recovered, timeout=600, interval=1, what="the recovery done")
+    print(f"recovered from the backup, phases {seen}, {time.monotonic() - asked_at:.1f}s")
+    assert "Restoring" in seen and seen[-1] == "Done", seen
+    new_id = obj["status"]["clusterID"]
+    assert new_id and new_id != cluster_id, obj["status"]
+    recovery = obj["status"]["recovery"]
+    assert recovery["action"] == "done", recovery
+    assert (recovery["oldClusterID"], recovery["newClusterID"]) == (cluster_id, new_id), recovery
+    said = [
+        (e["reason"], e["message"])
+        for e in get(k8s, ns, "events")["items"]
+        if e["involvedObject"]["kind"] == "EtcdCluster"
+    ]
+    assert any(r == "RecoveryChosen" and "backup=nightly" in m for r, m in said), said
+    # Every old claim fenced naming the backup, the survivor's too: its data was given up.
+    fences = {
+        c["metadata"]["name"]: c["metadata"].get("annotations", {}).get("etcd.runbook.io/fenced")
+        for c in get(k8s, ns, "pvc", "-l", f"etcd.runbook.io/cluster={name}")["items"]
+    }
+    assert fences[f"{first}-data"].endswith(" backup=nightly"), fences
+    running = sorted(
+        p["metadata"]["name"]
+        for p in pods(k8s, ns, name)
+        if p["metadata"]["labels"].get("app.kubernetes.io/name") == "etcd"
+    )
+    assert first not in running and len(running) == 3, running
+    members = member_list(k8s, ns, running[0])
+    assert len(members) == 3 and not any(m.get("isLearner") for m in members), members
+    # The backup's data on every member, up to its revision; what came after it, gone.
+    for member in running:
+        got = etcdctl(k8s, ns, member, "get", "kept/", "--prefix", "--keys-only")
+        assert len(got.split()) == 20, (member, got)
+        assert etcdctl(k8s, ns, member, "get", "after/backup", "--consistency=s").strip() == ""
+    header = json.loads(etcdctl(k8s, ns, running[0], "get", "kept/00", "-w", "json"))["header"]
+    assert int(header["revision"]) > 1_000_000_000 + int(snapshot["revision"]), header
+    # A watcher resuming from a revision of the old cluster is told of compaction, never
+    # served the old history again (nor silently the new one from there).
+    watch = k8s.kubectl(
+        "-n", ns, "exec", running[0], "-c", "etcd", "--", "/usr/local/bin/etcdctl",
+        "--endpoints=https://127.0.0.1:2379", *TLS_ARGS,
+        "watch", f"--rev={old_revision}", "kept/00",
+        check=False, timeout=60,
+    )  # fmt: skip
+    assert "compacted" in watch.stdout + watch.stderr, (watch.stdout, watch.stderr)
 
 
 def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: list[str]) -> None:

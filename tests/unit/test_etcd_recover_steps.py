@@ -267,6 +267,9 @@ def test_once_recorded_the_others_join_as_learners_and_the_request_reads_as_done
     assert p["add"] == ["e-2", "e-3"] and p["fence"] == [] and p["recover"] == {}
     recovery = r["status"]["recovery"]
     assert (recovery["action"], recovery["phase"]) == ("done", "Growing")
+    # Both IDs said: the one recovered from, and the new cluster's.
+    assert (recovery["oldClusterID"], recovery["newClusterID"]) == (CID, NEW_ID)
+    assert f"the new cluster {NEW_ID}, which replaces {CID}" in recovery["message"]
     assert r["status"]["clusterID"] == NEW_ID
     assert not [e for e in r["events"] if e["reason"].startswith("Recover")]
 

@@ -155,8 +155,11 @@ def _step(
     recorded; `reason` only where the phase has its own, a failure), what the role does
     (`recover`), and, while the recovery acts alone, every other step held."""
     base = decided or _recorded(o, fingerprint)
+    seed = o.recovery_seed
     recovery = {
         **base,
+        # Until the first member's claim exists, the recorded ID is still the old cluster's.
+        "oldClusterID": seed[2] if seed else o.recorded_id,
         "phase": phase,
         "reason": reason
         or str(base.get("reason") or ("FromBackup" if _backup(o, fingerprint) else "FromSurvivor")),
@@ -370,15 +373,23 @@ def _handed_over(o: _Observed, d: Decided) -> Decided:
     voters = sum(1 for m in o.voters if m["name"])
     grown = voters >= o.spec["size"] and o.trusted
     phase = "Done" if grown else "Growing"
+    new = f"the new cluster {o.recorded_id or '(ID not yet known)'}, which replaces {seed[2]}"
     message = (
-        f"recovered: {seed[0]} is the first member of the new cluster ({o.recorded_id}); "
-        f"{voters} of {o.spec['size']} members vote"
+        f"recovered: {seed[0]} is the first member of {new}; {voters} of {o.spec['size']} "
+        "members vote"
         if grown
-        else f"{seed[0]} is the first member of the new cluster ({o.recorded_id or '?'}); the "
-        f"others join as learners on new claims, one at a time: {voters} of "
-        f"{o.spec['size']} vote"
+        else f"{seed[0]} is the first member of {new}; the others join as learners on new "
+        f"claims, one at a time: {voters} of {o.spec['size']} vote"
     )
-    return _none({**recovery, "phase": phase, "message": PREFIX + message})
+    return _none(
+        {
+            **recovery,
+            "phase": phase,
+            "message": PREFIX + message,
+            "oldClusterID": seed[2],
+            "newClusterID": o.recorded_id,
+        }
+    )
 
 
 def plan_recover_steps(o: _Observed, d: Decided) -> Decided:

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "restore": "bench.restore",
     "node-loss": "bench.node_loss",
     "many": "bench.many_clusters",
+    "etcd": "bench.etcd_benchmark",
 }
 
 

@@ -1,8 +1,10 @@
 """A seeded chaos run through the operator on the local Kubernetes: four clients put and get
 through the cluster's client Service while, one at a time, a member's Pod is deleted or
-killed, a member's data is destroyed, a member is cut off from its peers, or the operator is
-killed; in runs of two minutes or more the cluster is also scaled between three and five
-members (the operator may be killed while a scale goes on). The clients' history must be
+killed, the leader's Pod is killed, a member's data is destroyed, a member is cut off from its
+peers, or the operator is killed; in runs of two minutes or more the cluster is also scaled
+between three and five members, and upgraded once from etcd 3.5 to 3.6 (its snapshot first,
+to an EtcdBackup's claim), and the operator may be killed while a scale or the upgrade goes
+on. The clients' history must be
 linearizable (hack/lincheck, tests/chaos/history.py), a watcher must see every acknowledged put
 in order, every key must read at the end, and the operator must have the cluster back at its
 size under the cluster ID it started with.
@@ -55,6 +57,7 @@ from tests.e2e.helpers import (
     said,
     wait_available,
 )
+from tests.e2e.test_etcdbackup import backup_claim, volume_backup
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 40)
 pytestmark = [
@@ -79,7 +82,9 @@ SIZE = 3
 # not the place to meet.
 SCALED = 5
 SCALE_FROM_SECONDS = 120
-KINDS = ["pod-delete", "pod-kill", "partition", "operator-kill", "data-destroy"]
+KINDS = ["pod-delete", "pod-kill", "leader-kill", "partition", "operator-kill", "data-destroy"]
+# Long runs start a minor behind and upgrade once, at a random moment, among the faults.
+UPGRADE_FROM, UPGRADE_TO = "3.5.35", "3.6.16"
 FORCE = ["--grace-period=0", "--force"]
 # How long every member stays untouched once Ready, before the next fault (see `_faults`).
 SEEN_WHOLE = 1.5
@@ -203,11 +208,13 @@ def _faults(
     done: list[tuple[str, float]],
     destroyed: list[str],
     size: list[int],
+    upgraded: list[bool],
 ) -> set[str]:
     """Faults one at a time for SECONDS; a member fault (or a scale) only once every member
     is Ready again (never two members out). The operator may be killed while a scale goes on.
     Each fault is kept in `done` with when it ended (a cut when it healed), the member IDs
-    whose data was destroyed in `destroyed`, and the size asked for last in `size[0]`.
+    whose data was destroyed in `destroyed`, the size asked for last in `size[0]`, and
+    whether the upgrade was asked for in `upgraded[0]` (an empty list: no upgrade in this run).
     Returns the cluster IDs status showed meanwhile."""
     rng = random.Random(seed)
     ids: set[str] = set()
@@ -216,7 +223,8 @@ def _faults(
     while time.monotonic() < deadline or len(done) < 3:
         time.sleep(rng.uniform(1.0, 4.0))
         ids.add(get(k8s, ns, "etcd", name).get("status", {}).get("clusterID", ""))
-        kind = rng.choice([*KINDS, "scale"] if SECONDS >= SCALE_FROM_SECONDS else KINDS)
+        long_kinds = ["scale"] + (["upgrade"] if upgraded == [False] else [])
+        kind = rng.choice([*KINDS, *long_kinds] if SECONDS >= SCALE_FROM_SECONDS else KINDS)
         if kind == "operator-kill":
             # Killed again only once it runs again (a kill finds no process while the
             # container restarts).
@@ -235,7 +243,20 @@ def _faults(
             k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", patch)
             done.append((f"scale-{'up' if up else 'down'} {size[0]}", time.monotonic()))
             continue
-        victim = rng.choice(sorted(members, key=lambda p: p["metadata"]["name"]))
+        if kind == "upgrade":
+            upgraded[0] = True
+            patch = json.dumps({"spec": {"version": UPGRADE_TO}})
+            k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", patch)
+            done.append((f"upgrade {UPGRADE_TO}", time.monotonic()))
+            continue
+        ordered = sorted(members, key=lambda p: p["metadata"]["name"])
+        victim = rng.choice(ordered)
+        if kind == "leader-kill":
+            # The leader as status last named it; a member otherwise (leadership moved since,
+            # or none known): the kill is then of a follower, and said so.
+            leader = get(k8s, ns, "etcd", name).get("status", {}).get("leader") or ""
+            victim = next((p for p in ordered if p["metadata"]["name"] == leader), victim)
+            kind = kind if victim["metadata"]["name"] == leader else "pod-kill"
         pod = victim["metadata"]["name"]
         if kind == "partition":
             ip = victim["status"]["podIP"]
@@ -250,7 +271,7 @@ def _faults(
             k8s.kubectl("-n", ns, "delete", "pvc", f"{pod}-data", "--wait=false")
             k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false", *FORCE)
         else:
-            force = FORCE if kind == "pod-kill" else []
+            force = FORCE if kind in ("pod-kill", "leader-kill") else []
             k8s.kubectl("-n", ns, "delete", "pod", pod, "--wait=false", *force)
         done.append((f"{kind} {pod}", time.monotonic()))
     return ids
@@ -332,7 +353,13 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     print(f"CHAOS_SEED={seed} CHAOS_SECONDS={SECONDS}")
     k8s, ns, name = k8s_cluster, k8s_namespace, "chaos"
     _heal_partitions()
-    apply(k8s, ns, etcd_cluster(name, SIZE, minReadySeconds=5))
+    # The upgrade's snapshot goes where an EtcdBackup of the cluster saves: a claim here.
+    upgrade = SECONDS >= SCALE_FROM_SECONDS
+    version = UPGRADE_FROM if upgrade else UPGRADE_TO
+    if upgrade:
+        apply(k8s, ns, backup_claim("backups"))
+        apply(k8s, ns, volume_backup("before-upgrade", name, "backups"))
+    apply(k8s, ns, etcd_cluster(name, SIZE, version=version, minReadySeconds=5))
     started = wait_available(k8s, ns, name, SIZE, 300)
     cluster_id = started["status"]["clusterID"]
 
@@ -340,6 +367,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     ready: list[tuple[float, bool]] = []
     destroyed: list[str] = []
     size = [SIZE]
+    upgraded = [False] if upgrade else []
     clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
     # A watcher of every chaos key from the revision before the first put, on a channel of
     # its own, made again from where it stopped whenever its stream breaks.
@@ -365,7 +393,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     for t in [*threads, sampler]:
         t.start()
     try:
-        ids = _faults(k8s, ns, name, operator, seed, done, destroyed, size)
+        ids = _faults(k8s, ns, name, operator, seed, done, destroyed, size, upgraded)
     except BaseException:
         watcher.finish(start, timeout=0)
         sampled.set()
@@ -380,6 +408,14 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     # killed as the run ended), and only a Pod that is there answers for the membership.
     _wait_all_ready(k8s, ns, name, done, size[0])
     final = wait_available(k8s, ns, name, size[0], 420)
+    expected = UPGRADE_TO if upgraded == [True] or not upgrade else UPGRADE_FROM
+    if expected != final["status"].get("currentVersion"):
+        final = k8s.wait_for(
+            lambda: _on_version(k8s, ns, name, size[0], expected),
+            timeout=600,
+            interval=2,
+            what=f"every member on {expected}",
+        )
     sampled.set()
     sampler.join(30)
 
@@ -424,9 +460,23 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     members = member_list(k8s, ns, names[0])
     assert sorted(m["name"] for m in members) == names and len(set(names)) == size[0], members
     assert not any(m.get("isLearner") for m in members), members
+    # The version asked for last, on every member.
+    assert final["status"]["currentVersion"] == expected, final["status"]
     # A member whose data was destroyed never came back under its old identity.
     back = {format(int(m["ID"]), "x") for m in members} & set(destroyed)
     assert not back, (back, members)
+
+
+def _on_version(k8s: K8sCluster, ns: str, name: str, size: int, version: str) -> dict[str, Any]:
+    """The EtcdCluster once all `size` members run `version` and it is Available; else {}."""
+    o = get(k8s, ns, "etcd", name)
+    st = o.get("status", {})
+    available = any(
+        c.get("type") == "Available" and c.get("status") == "True"
+        for c in st.get("conditions") or []
+    )
+    whole = st.get("currentVersion") == version and st.get("readyMembers") == size
+    return o if whole and available else {}
 
 
 def _read(h: History, client: ServiceClient, key: str) -> bool:

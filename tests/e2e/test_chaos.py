@@ -300,34 +300,54 @@ def _sample_ready(
     name: str,
     size: list[int],
     stop: threading.Event,
-    seen: list[tuple[float, bool]],
+    seen: list[tuple[float, bool, bool]],
 ) -> None:
-    """Whether every member of the size asked last is Ready, once a second until stopped (at
-    most an hour)."""
+    """Whether every member of the size asked last is Ready, and whether the EtcdCluster says
+    Available, once a second until stopped (at most an hour)."""
     for _ in range(3600):
         if stop.is_set():
             return
         with contextlib.suppress(Exception):  # a failed read is no sample
-            seen.append((time.monotonic(), bool(_all_ready(k8s, ns, name, size[0]))))
+            whole = bool(_all_ready(k8s, ns, name, size[0]))
+            conditions = get(k8s, ns, "etcd", name).get("status", {}).get("conditions") or []
+            available = any(
+                c.get("type") == "Available" and c.get("status") == "True" for c in conditions
+            )
+            seen.append((time.monotonic(), whole, available))
         stop.wait(1.0)
 
 
 def figures(
-    done: list[tuple[str, float]], ready: list[tuple[float, bool]], ops: list[dict[str, Any]]
+    done: list[tuple[str, float]],
+    samples: list[tuple[float, bool, bool]],
+    ops: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Seconds from each member fault's end until every member was Ready again, by kind
-    (None when no sample saw it), and the longest time between two acknowledged puts."""
+    """Seconds from each member fault's end until every member was Ready again, and until the
+    EtcdCluster said Available again (after a sample that said it was not: a fault its status
+    never showed counts 0), by kind (None when no sample saw it); and the longest time
+    between two acknowledged puts."""
     back: dict[str, list[float | None]] = {}
+    available: dict[str, list[float | None]] = {}
     for what, ended in done:
         kind = what.split()[0]
         if kind == "operator-kill":
             continue
-        at = next((t for t, ok in ready if t > ended and ok), None)
+        after = [(t, whole, ok) for t, whole, ok in samples if t > ended]
+        at = next((t for t, whole, _ in after if whole), None)
         back.setdefault(kind, []).append(None if at is None else round(at - ended, 1))
+        # Until the next fault: a later fault's unavailability is not this one's.
+        upto = next((t for w, t in done if t > ended), math.inf)
+        window = [(t, ok) for t, _, ok in after if t < upto]
+        lost = next((t for t, ok in window if not ok), None)
+        seen = next((t for t, ok in window if ok and (lost is None or t > lost)), None)
+        available.setdefault(kind, []).append(
+            0.0 if lost is None and window else None if seen is None else round(seen - ended, 1)
+        )
     returns = sorted(o["return"] for o in ops if o["op"] == "put" and "return" in o)
     gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(returns)]
     return {
         "ready_again_s": {kind: _spread(seconds) for kind, seconds in back.items()},
+        "available_again_s": {kind: _spread(seconds) for kind, seconds in available.items()},
         "longest_write_outage_s": round(max(gaps, default=0.0), 1),
     }
 
@@ -364,7 +384,7 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     cluster_id = started["status"]["clusterID"]
 
     h, stop, done = History(), threading.Event(), list[tuple[str, float]]()
-    ready: list[tuple[float, bool]] = []
+    ready: list[tuple[float, bool, bool]] = []
     destroyed: list[str] = []
     size = [SIZE]
     upgraded = [False] if upgrade else []

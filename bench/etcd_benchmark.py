@@ -67,6 +67,7 @@ VALUE_SIZE = 256
 # onto the static members so both run the same etcd, only started differently.
 TUNING_FLAGS = ("--auto-compaction-mode", "--auto-compaction-retention", "--quota-backend-bytes")
 PERCENTILES = (50.0, 90.0, 99.0)
+SHOWN = {OPERATOR: "operator", STATIC: "static"}
 
 
 # --- the tool's output -------------------------------------------------------------------------
@@ -538,97 +539,124 @@ def medians(results: list[dict[str, Any]], cluster: str, workload: str) -> dict[
     return out
 
 
+def spread(results: list[dict[str, Any]], cluster: str, workload: str) -> float:
+    """How far apart one cluster's rounds of one workload are: fastest / slowest req/s."""
+    rps = [x["rps"] for x in results if x["cluster"] == cluster and x["workload"] == workload]
+    return max(rps) / min(rps)
+
+
 def section(report: dict[str, Any], command_line: str) -> str:
     results = report["results"]
-    lines = []
-    ratios = []
+
+    def lat(m: dict[str, float]) -> str:
+        return " / ".join(f"{m[f'p{p:g}']:.1f}" for p in PERCENTILES)
+
+    figures = [
+        row(
+            "workload",
+            "static req/s",
+            "operator req/s",
+            "**req/s operator / static**",
+            "static p50 / p90 / p99 ms",
+            "operator p50 / p90 / p99 ms",
+            "latency operator / static",
+            "errors static / operator",
+        ),
+        row(*["---"] * 8),
+    ]
+    rounds = [row("workload", "cluster", "req/s, each round"), row(*["---"] * 3)]
+    beyond: list[str] = []
     for w in report["workloads"]:
         name = w["name"]
         op, st = medians(results, OPERATOR, name), medians(results, STATIC, name)
-        rps_ratio = op["rps"] / st["rps"]
-        p99_ratio = op["p99"] / st["p99"]
-        ratios.append((name, rps_ratio, p99_ratio))
-
-        def lat(m: dict[str, float]) -> str:
-            return " / ".join(f"{m[f'p{p:g}']:.1f}" for p in PERCENTILES)
-
-        lines.append(
+        conns = f"{w['conns']} conn" + ("s" if w["conns"] > 1 else "")
+        figures.append(
             row(
-                f"{name} ({w['total']:,} requests, {w['conns']} conns)",
+                f"{name} ({w['total']:,} requests, {conns})",
                 f"{st['rps']:.0f}",
                 f"{op['rps']:.0f}",
-                f"**{rps_ratio:.2f}**",
+                f"**{op['rps'] / st['rps']:.2f}**",
                 lat(st),
                 lat(op),
-                f"{op['p50'] / st['p50']:.2f} / {op['p90'] / st['p90']:.2f} / {p99_ratio:.2f}",
+                " / ".join(f"{op[f'p{p:g}'] / st[f'p{p:g}']:.2f}" for p in PERCENTILES),
                 f"{int(st['errors'])} / {int(op['errors'])}",
             )
         )
-    per_round = []
-    for w in report["workloads"]:
         for cluster in (STATIC, OPERATOR):
             values = [
                 f"{x['rps']:.0f}"
                 for x in results
-                if x["cluster"] == cluster and x["workload"] == w["name"]
+                if x["cluster"] == cluster and x["workload"] == name
             ]
-            per_round.append(f"{w['name']}, {cluster}: {', '.join(values)}")
+            rounds.append(row(name, SHOWN[cluster], ", ".join(values)))
+        noise = max(spread(results, STATIC, name), spread(results, OPERATOR, name))
+        if not 1 / noise <= op["rps"] / st["rps"] <= noise:
+            beyond.append(f"{name} ({op['rps'] / st['rps']:.2f}, rounds apart by {noise:.2f}x)")
     loads = [x["load1"] for x in results]
-    flags = " ".join(f"`{f}`" for f in report["copied_flags"]) or "none"
-    resources = json.dumps(report["resources"]) if report["resources"] else "none (both)"
-    header = row(
-        "workload",
-        "static req/s",
-        "operator req/s",
-        "req/s ratio",
-        "static p50 / p90 / p99",
-        "operator p50 / p90 / p99",
-        "latency ratios",
-        "errors static / operator",
+    flags = ", ".join(f"`{f}`" for f in report["copied_flags"]) or "none"
+    resources = (
+        f"resources `{json.dumps(report['resources'])}`"
+        if report["resources"]
+        else "no resources (the operator sets none unless spec.pod.resources asks)"
     )
-    table = "\n".join([header, row(*["---"] * 8), *lines])
-    rounds = "; ".join(per_round)
+    figures_table, rounds_table = "\n".join(figures), "\n".join(rounds)
+    when = (
+        f"{report['commit']} on {report['date']}; {report['rounds']} rounds, whole run"
+        f" {report['minutes']:.0f} min"
+    )
+    verdict = (
+        "Throughput ratios beyond the spread of the clusters' own rounds (fastest / slowest "
+        "round of the workload, the larger of the two): " + "; ".join(beyond) + "."
+        if beyond
+        else "Every throughput ratio lies within the spread of the clusters' own rounds "
+        "(fastest / slowest round of the workload, the larger of the two): at rest, this run "
+        "measures no difference between the operator's cluster and three static Pods."
+    )
     return f"""{HEADING}
 
-Command: `{command_line}` (run from the repository root, inside
-`flock /tmp/ero-cluster-suite.lock` so no test suite shared the local Kubernetes), at
-{report["commit"]} on {report["date"]}. The tool is etcd's own `benchmark`
-(go.etcd.io/etcd/v3/tools/benchmark {report["tool_version"]}, built by
-`hack/etcd-benchmark-bin` through the Go module proxy; the proxy serves etcd's root module, where
-the tool lives, at no later 3.6 tag), run from this machine (node 0's network namespace) against
-each cluster's client Service cluster IP, `--precise`.
+Command: `{command_line}` (from the repository root, wrapped in `flock
+/tmp/ero-cluster-suite.lock` so that no test suite used the local Kubernetes meanwhile), at
+{when}. The tool is etcd's own `benchmark` (`go.etcd.io/etcd/v3/tools/benchmark`
+{report["tool_version"]}, built by `hack/etcd-benchmark-bin` through the Go module proxy,
+which serves etcd's root module, where the tool lives, at no later 3.6 tag), run on this
+machine (node 0's network namespace) against each cluster's client Service cluster IP, with
+`--precise`.
 
-Both clusters run at once in one namespace of the local Kubernetes (one node), every member from
-`{report["image"]}`:
+Both clusters ran at the same time in one namespace of the local Kubernetes (one node), every
+member from `{report["image"]}`:
 
 - **operator**: an EtcdCluster `size: 3, version: {VERSION}`, the operator deployed in the
-  cluster (image {report["operator_image"] or "a host process"}); TLS for peers and clients with
-  client certificates required, a claim per member, the client Service the operator makes.
-- **static**: three Pods started at once with the full `--initial-cluster`, TLS for peers and
-  clients with client certificates required (one CA and certificate made by the benchmark),
-  a claim per member of the same size and StorageClass, a ClusterIP Service over the three; the
-  operator's members' resources ({resources}) and tuning flags copied from one of its Pods:
-  {flags}.
-- the client: TLS with the cluster's client certificate, the server's certificate **not
-  verified** (`--insecure-skip-tls-verify`: the members' certificates name their DNS names, not
-  the cluster IP, and the tool cannot be told the name to expect), for both alike; connections
-  are made once per run, so this does not touch the per-request figures. kube-proxy spreads the
-  connections over the members; a put that lands on a follower is forwarded to the leader, in
-  both clusters.
-- workloads: `put --key-size=8 --val-size={VALUE_SIZE} --key-space-size=100000` and `range
-  {RANGE_KEY}` (one key of {VALUE_SIZE} bytes) with `--consistency=l` and `=s`, each of a fixed
-  count; {report["rounds"]} rounds, the cluster that goes first alternating, every run bounded.
+  cluster (image {report["operator_image"] or "a host process"}, built from the committed
+  tree); TLS between members and for clients, client certificates required, a claim per
+  member, the operator's client Service.
+- **static** (the baseline): three Pods started at once with the full `--initial-cluster`, TLS
+  between members and for clients, client certificates required (one CA and one certificate
+  the benchmark makes), a claim per member of the same size and StorageClass, a ClusterIP
+  Service over the three. Copied from one of the operator's member Pods:
+  {resources}; and the flags that change how etcd performs:
+  {flags}. The other flags differ only in names and file paths.
+- the client: TLS with each cluster's client certificate; the server's certificate is **not
+  verified** for either (`--insecure-skip-tls-verify`: the members' certificates name their DNS
+  names, not the Service's cluster IP, and the tool cannot be told which name to expect). It
+  costs nothing per request: a run makes its connections once. kube-proxy spreads the
+  connections over the three members; a put that reaches a follower is forwarded to the leader.
+- workloads: `put --key-size=8 --val-size={VALUE_SIZE} --key-space-size=100000`, and `range
+  {RANGE_KEY}` (one key, {VALUE_SIZE} bytes) with `--consistency=l` and `--consistency=s`; each
+  run a fixed count, bounded in time; in each round both clusters, the one that goes first
+  alternating.
 
-Machine: {report["cores"]} cores, shared with the local Kubernetes (its API server, both
-clusters and the operator) and the tool itself; load average (1 min) {report["load_start"]:.1f}
-at the start, {min(loads):.1f} to {max(loads):.1f} after the runs, {report["load_end"]:.1f} at
-the end. Whole run {report["minutes"]:.0f} min. Figures are medians over the rounds; latencies in
-ms; ratios operator / static (above 1: the operator's cluster has more throughput or more
-latency).
+Machine: {report["cores"]} cores, which the local Kubernetes (API server, kubelet, both clusters,
+the operator) and the tool share, and not otherwise idle: load average (1 min)
+{report["load_start"]:.1f} at the start, {min(loads):.1f} to {max(loads):.1f} after each run.
+Medians over the rounds:
 
-{table}
+{figures_table}
 
-Per round, req/s: {rounds}.
+Each round's req/s:
+
+{rounds_table}
+
+{verdict}
 """
 
 

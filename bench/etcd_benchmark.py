@@ -657,6 +657,12 @@ Each round's req/s:
 {rounds_table}
 
 {verdict}
+
+Not measured yet: the same load during the chaos run (issue 25). The hook is ready:
+`load_during(benchmark_bin(), etcdcluster_target(kube, ns, name, dir), workload, timeout)` in
+bench/etcd_benchmark.py runs one workload through an EtcdCluster's client Service in a thread
+while the caller makes faults, and gives its summary, errors by message included. The tool sets
+no deadline on a request: a run that outlives its `timeout` is killed and gives no figures.
 """
 
 

@@ -64,6 +64,7 @@ from bench.harness.static_etcd import (
     create_static,
     delete_static,
     static_objects,
+    static_tls_secret,
 )
 from etcd_runbook_operator.kube import ApiException
 from testbed.cluster import K8sCluster, cluster_up, wait_for
@@ -93,27 +94,6 @@ def static_claims(name: str) -> list[dict[str, Any]]:
         }
         for i in range(SIZE)
     ]
-
-
-def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
-    """A CA and one certificate for every member's peer and client port (made before the
-    clock starts: the operator's cluster makes its own inside its clock)."""
-    from etcd_runbook.clients.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
-
-    ca = create_ca(f"{name}.{ns} bench CA", 1)
-    sans = [f"DNS:*.{name}.{ns}.svc.cluster.local", f"DNS:{name}.{ns}.svc.cluster.local"]
-    cert, key = issue_cert(ca, Profile(name, tuple(sans), ("serverAuth", "clientAuth")), 1)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{name}-tls", "labels": {STATIC_LABEL: name}},
-        "type": "kubernetes.io/tls",
-        "stringData": {
-            "ca.crt": cert_pem(ca.cert),
-            "tls.crt": cert_pem(cert),
-            "tls.key": key_pem(key),
-        },
-    }
 
 
 def pod_artifacts(k8s: K8sCluster, workdir: Path) -> Callable[[str], None]:

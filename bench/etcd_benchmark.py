@@ -51,7 +51,12 @@ from typing import Any
 from bench.harness.cluster import etcd_cluster, healthy, member_image
 from bench.harness.measured_operator import Bench, add_where_arguments, operator_watching
 from bench.harness.report import command, finish, load1, median, parse_args, row
-from bench.harness.static_etcd import STATIC_LABEL, create_static, static_objects
+from bench.harness.static_etcd import (
+    STATIC_LABEL,
+    create_static,
+    static_objects,
+    static_tls_secret,
+)
 from etcd_runbook_operator.kube import Kube
 from testbed.cluster import cluster_up, wait_for
 from testbed.host import etcd_bin_dir
@@ -314,27 +319,6 @@ def etcdctl_put(target: Target, key: str, value: str, timeout: float = 20) -> st
 
 
 # --- the static baseline -----------------------------------------------------------------------
-def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
-    """A CA and one certificate for every member's peer and client port and for the client,
-    made as bench/bootstrap.py makes its (a benchmark does not import another)."""
-    from etcd_runbook.clients.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
-
-    ca = create_ca(f"{name}.{ns} bench CA", 1)
-    sans = [f"DNS:*.{name}.{ns}.svc.cluster.local", f"DNS:{name}.{ns}.svc.cluster.local"]
-    cert, key = issue_cert(ca, Profile(name, tuple(sans), ("serverAuth", "clientAuth")), 1)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{name}-tls", "labels": {STATIC_LABEL: name}},
-        "type": "kubernetes.io/tls",
-        "stringData": {
-            "ca.crt": cert_pem(ca.cert),
-            "tls.crt": cert_pem(cert),
-            "tls.key": key_pem(key),
-        },
-    }
-
-
 def static_claims(name: str, model: dict[str, Any]) -> list[dict[str, Any]]:
     """A claim per member asking what the operator's claim `model` asks: size, StorageClass,
     access modes."""

@@ -19,6 +19,27 @@ SIZE = 3
 STATIC_LABEL = "bench.etcd.runbook.io/static"
 
 
+def static_tls_secret(ns: str, name: str) -> dict[str, Any]:
+    """A CA and one certificate for every member's peer and client port and for the client
+    (made before a clock starts: the operator's cluster makes its own inside its clock)."""
+    from etcd_runbook.clients.etcd_tls import Profile, cert_pem, create_ca, issue_cert, key_pem
+
+    ca = create_ca(f"{name}.{ns} bench CA", 1)
+    sans = [f"DNS:*.{name}.{ns}.svc.cluster.local", f"DNS:{name}.{ns}.svc.cluster.local"]
+    cert, key = issue_cert(ca, Profile(name, tuple(sans), ("serverAuth", "clientAuth")), 1)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{name}-tls", "labels": {STATIC_LABEL: name}},
+        "type": "kubernetes.io/tls",
+        "stringData": {
+            "ca.crt": cert_pem(ca.cert),
+            "tls.crt": cert_pem(cert),
+            "tls.key": key_pem(key),
+        },
+    }
+
+
 def member_fqdn(ns: str, name: str, member: str) -> str:
     return f"{member}.{name}.{ns}.svc.cluster.local"
 

@@ -23,8 +23,8 @@ workload of fixed count (every run bounded by --timeout): put with one client; p
 linearizable and range serializable with --clients over --conns. Reported: each run's req/s
 and latency p50/p90/p99, their medians over the rounds, and operator / static.
 
-For a chaos run (not done here): `load_during` runs one workload in a thread while the caller
-breaks things, and `etcdcluster_target` points it at any EtcdCluster's client Service.
+For the chaos run (tests/e2e/test_chaos.py, CHAOS_BENCHMARK=1): `load_during` runs one workload
+in a thread while the caller breaks things.
 
 Unless --no-docs, rewrites this benchmark's section of docs/benchmarks.md. The namespace (both
 clusters, their claims and Secrets) is deleted at the end.
@@ -642,11 +642,8 @@ Each round's req/s:
 
 {verdict}
 
-Not measured yet: the same load during the chaos run (issue 25). The hook is ready:
-`load_during(benchmark_bin(), etcdcluster_target(kube, ns, name, dir), workload, timeout)` in
-bench/etcd_benchmark.py runs one workload through an EtcdCluster's client Service in a thread
-while the caller makes faults, and gives its summary, errors by message included. The tool sets
-no deadline on a request: a run that outlives its `timeout` is killed and gives no figures.
+The same load during the chaos run: the next section (`CHAOS_BENCHMARK=1`,
+tests/e2e/test_chaos.py, through `load_during` here).
 """
 
 

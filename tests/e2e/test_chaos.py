@@ -15,7 +15,9 @@ cluster's client certificate and the server's name checked: what a client in the
 sees, without the 0.3-0.5 s a `kubectl exec` costs per operation.
 
 CHAOS_SEED replays a run (each prints its seed); CHAOS_SECONDS sets how long faults are made
-(default 40; `make chaos` runs longer)."""
+(default 40; `make chaos` runs longer). CHAOS_BENCHMARK=1 (as `make chaos` sets it) also runs
+etcd's own benchmark tool through the client Service, rate-limited puts beside the clients:
+once at rest before the faults, then for as long as they go on, and prints both summaries."""
 
 from __future__ import annotations
 
@@ -43,6 +45,15 @@ import grpc
 import pytest
 from etcd3aio._protobuf import KVStub, PutRequest, RangeRequest, WatchStub
 
+from bench.etcd_benchmark import (
+    Summary,
+    Target,
+    Workload,
+    benchmark_bin,
+    load_during,
+    run_workload,
+    write_tls,
+)
 from etcd_runbook.names import LABEL_VOTER
 from testbed.cluster import K8sCluster
 from tests.chaos.history import History, check, run_client
@@ -60,6 +71,11 @@ from tests.e2e.helpers import (
 from tests.e2e.test_etcdbackup import backup_claim, volume_backup
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS") or 40)
+BENCHMARK = os.environ.get("CHAOS_BENCHMARK") == "1"
+# The tool's puts per second: a load beside the four clients, not one that saturates the
+# cluster (the clients' history, not the tool's, is what must stay linearizable).
+BENCH_RATE = 100
+BENCH_AT_REST = 2000
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.chaos,
@@ -410,10 +426,24 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     sampler = threading.Thread(
         target=_sample_ready, args=(k8s, ns, name, size, sampled, ready), daemon=True
     )
+    loads = contextlib.ExitStack()
+    during = None
+    if BENCHMARK:
+        tool = benchmark_bin()
+        target = _bench_target(k8s, ns, name, Path(tempfile.mkdtemp(prefix="chaos-bench-")))
+        at_rest = run_workload(tool, target, _bench_puts(BENCH_AT_REST), timeout=120)
+        print(_said_bench("at rest", at_rest))
+        # Through the faults: as many puts as the faults' time at that rate, 10% short so the
+        # tool ends by itself as they do; killed (and said) if the faults slow it far more.
+        total = int(SECONDS * BENCH_RATE * 0.9)
+        during = loads.enter_context(
+            load_during(tool, target, _bench_puts(total), timeout=SECONDS + 300)
+        )
     for t in [*threads, sampler]:
         t.start()
     try:
-        ids = _faults(k8s, ns, name, operator, seed, done, destroyed, size, upgraded)
+        with loads:
+            ids = _faults(k8s, ns, name, operator, seed, done, destroyed, size, upgraded)
     except BaseException:
         watcher.finish(start, timeout=0)
         sampled.set()
@@ -460,7 +490,8 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     verdict = check(h.ops)
     puts = [o for o in h.ops if o["op"] == "put"]
     acked = [o for o in puts if "return" in o]
-    wrong = problems(watcher.events, start, end, puts, watcher.compacted)
+    # The benchmark's puts (none under chaos/) take revisions the watcher does not see.
+    wrong = problems(watcher.events, start, end, puts, watcher.compacted, others=BENCHMARK)
     print(
         f"faults: {len(done)} ({', '.join(what for what, _ in done)}); ops {len(h.ops)}, puts "
         f"{len(puts)} ({len(acked)} acknowledged), verdict {verdict}; history in "
@@ -468,6 +499,11 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
         f"{watcher.reconnects} streams made again, caught up {caught_up}\n"
         f"figures: {json.dumps(figures(done, ready, h.ops))}"
     )
+    if during is not None:
+        try:
+            print(_said_bench("during the faults", during.result()))
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"benchmark during the faults gave no figures: {e}")
     assert verdict["result"] == "ok", f"not linearizable (CHAOS_SEED={seed}): {verdict}"
     assert not wrong, f"the watch (CHAOS_SEED={seed}): {wrong}"
     assert not [what for what, _ in done if "never felt" in what], done
@@ -497,6 +533,31 @@ def _on_version(k8s: K8sCluster, ns: str, name: str, size: int, version: str) ->
     )
     whole = st.get("currentVersion") == version and st.get("readyMembers") == size
     return o if whole and available else {}
+
+
+def _bench_target(k8s: K8sCluster, ns: str, name: str, into: Path) -> Target:
+    """The cluster's client Service as the benchmark tool dials it, with its client
+    certificate."""
+    secret = get(k8s, ns, "secret", f"{name}-client-tls")["data"]
+    ca, cert, key = write_tls(into, {k: base64.b64decode(v) for k, v in secret.items()})
+    address = get(k8s, ns, "service", f"{name}-client")["spec"]["clusterIP"]
+    return Target(f"{ns}/{name}", f"{address}:2379", ca, cert, key)
+
+
+def _bench_puts(total: int) -> Workload:
+    """Rate-limited puts of 256-byte values over 100,000 8-byte keys (none under chaos/)."""
+    args = ("put", "--key-size=8", "--val-size=256", "--key-space-size=100000")
+    return Workload(f"put at {BENCH_RATE}/s", (*args, f"--rate={BENCH_RATE}"), total, 8, 2)
+
+
+def _said_bench(when: str, summary: Summary) -> str:
+    p = summary.percentiles
+    return (
+        f"benchmark {when}: {summary.ok} puts ok in {summary.total:.1f}s ({summary.rps:.0f}/s), "
+        f"latency p50/p90/p99 {p.get(50.0, 0) * 1e3:.1f}/{p.get(90.0, 0) * 1e3:.1f}/"
+        f"{p.get(99.0, 0) * 1e3:.1f} ms, slowest {summary.slowest * 1e3:.0f} ms, errors "
+        f"{summary.errors or 'none'}"
+    )
 
 
 def _read(h: History, client: ServiceClient, key: str) -> bool:

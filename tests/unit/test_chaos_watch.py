@@ -75,3 +75,30 @@ def test_problems(events, end, puts, compacted, words):
 @pytest.mark.parametrize("prefix, end", [("chaos/", b"chaos0"), ("a", b"b"), ("k\x7e", b"k\x7f")])
 def test_the_range_end_covers_the_prefix(prefix, end):
     assert _prefix_end(prefix) == end
+
+
+@pytest.mark.parametrize(
+    "events, words",
+    [
+        # Another writer's revisions (12 to 21) between the clients' puts: not the watch's fault.
+        (
+            [
+                Event(11, "c/0", "a", False),
+                Event(22, "c/1", "b", False),
+                Event(23, "c/1", "d", False),
+            ],
+            [],
+        ),
+        # Still a fault: an acknowledged put never seen, and the order broken.
+        (
+            [Event(12, "c/1", "b", False), Event(11, "c/0", "a", False)],
+            ["revision 11 came after 12", "acknowledged puts never seen, the first [('c/1', 'd')]"],
+        ),
+    ],
+    ids=["gaps-of-another-writer", "faults-still-found"],
+)
+def test_with_another_writer_only_gaps_are_forgiven(events, words):
+    found = problems(events, 10, 30, PUTS, others=True)
+    assert len(found) == len(words), found
+    for said, expected in zip(found, words, strict=True):
+        assert expected in said, found

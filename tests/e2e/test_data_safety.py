@@ -370,19 +370,7 @@ def test_a_majority_s_data_lost_is_said_within_30s_then_recovered_from_the_survi
     fingerprint = recovery["fingerprint"]
     asked_at = time.monotonic()
     patch(k8s, ns, name, {"spec": {"paused": False}})
-    seen: list[str] = []
-
-    def recovered() -> dict[str, Any]:
-        o = get(k8s, ns, "etcd", name)
-        phase = (o.get("status", {}).get("recovery") or {}).get("phase")
-        if phase and (not seen or seen[-1] != phase):
-            seen.append(phase)
-        assert phase != "Failed", o["status"]["recovery"]
-        ready = o.get("status", {}).get("readyMembers") == 3
-        available = condition(o, "Available").get("status") == "True"
-        return o if phase == "Done" and ready and available else {}
-
-    obj = k8s.wait_for(recovered, timeout=600, interval=1, what="the recovery done")
+    obj, seen = wait_recovered(k8s, ns, name)
     print(f"recovered, phases {seen}, {time.monotonic() - asked_at:.1f}s after it was asked")
     assert seen[-1] == "Done" and "Restoring" in seen, seen
     # A new cluster: its own ID, the request read as done (the annotation left in place).
@@ -463,20 +451,7 @@ def test_a_majority_s_data_lost_is_recovered_from_the_backup_asked_for(
     assert f"member={first}" in refused["message"], refused
     asked_at = time.monotonic()
     decided(f"backup=nightly clusterID={cluster_id} acceptOlder=true")
-    seen: list[str] = []
-
-    def recovered() -> dict[str, Any]:
-        o = get(k8s, ns, "etcd", name)
-        recovery = o.get("status", {}).get("recovery") or {}
-        phase = recovery.get("phase")
-        if phase and (not seen or seen[-1] != phase):
-            seen.append(phase)
-        assert phase != "Failed", recovery
-        ready = o.get("status", {}).get("readyMembers") == 3
-        available = condition(o, "Available").get("status") == "True"
-        return o if phase == "Done" and ready and available else {}
-
-    obj = k8s.wait_for(recovered, timeout=600, interval=1, what="the recovery done")
+    obj, seen = wait_recovered(k8s, ns, name)
     print(f"recovered from the backup, phases {seen}, {time.monotonic() - asked_at:.1f}s")
     assert "Restoring" in seen and seen[-1] == "Done", seen
     new_id = obj["status"]["clusterID"]
@@ -520,6 +495,28 @@ def test_a_majority_s_data_lost_is_recovered_from_the_backup_asked_for(
         check=False, timeout=60,
     )  # fmt: skip
     assert "compacted" in watch.stdout + watch.stderr, (watch.stdout, watch.stderr)
+
+
+def wait_recovered(
+    k8s: K8sCluster, ns: str, name: str, size: int = 3
+) -> tuple[dict[str, Any], list[str]]:
+    """The EtcdCluster once its recovery is Done with `size` members ready and it is
+    Available, and the phases status showed on the way; a recovery that Failed ends the wait
+    at once, said with its reason."""
+    seen: list[str] = []
+
+    def ended() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        phase = (o.get("status", {}).get("recovery") or {}).get("phase")
+        if phase and (not seen or seen[-1] != phase):
+            seen.append(phase)
+        ready = o.get("status", {}).get("readyMembers") == size
+        available = condition(o, "Available").get("status") == "True"
+        return o if phase == "Failed" or (phase == "Done" and ready and available) else {}
+
+    obj = k8s.wait_for(ended, timeout=600, interval=1, what="the recovery done")
+    assert seen[-1] != "Failed", obj["status"]["recovery"]
+    return obj, seen
 
 
 def _writer(k8s: K8sCluster, ns: str, pod: str, stop: threading.Event, acked: list[str]) -> None:

@@ -147,6 +147,32 @@ class ServiceClient:
         self.channel.close()
 
 
+def watch_every_key(client: ServiceClient, max_seconds: float) -> tuple[Watcher, int]:
+    """A watcher of every chaos key from the revision before the first put, on `client`'s
+    channel (used for nothing else), made again from where it stopped whenever its stream
+    breaks; and that revision."""
+    start = client.revision()
+    channel = client.channel
+    watcher = Watcher(lambda: WatchStub(channel), "chaos/", start, max_seconds=max_seconds)
+    return watcher.begin(), start
+
+
+def client_threads(
+    h: History, seed: int, stop: threading.Event, clients: list[ServiceClient]
+) -> list[threading.Thread]:
+    """One writer and reader of the chaos keys per client, recording into `h` until `stop`
+    (not started). A Service with no Ready member refuses at once: a client that failed waits
+    a moment."""
+    return [
+        threading.Thread(
+            target=run_client,
+            args=(h, n, seed, stop, KEYS, c.put, c.get, 0.2),
+            daemon=True,
+        )
+        for n, c in enumerate(clients)
+    ]
+
+
 def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, check=False)
 
@@ -405,22 +431,8 @@ def test_seeded_faults_through_the_operator_keep_the_history_linearizable(
     size = [SIZE]
     upgraded = [False] if upgrade else []
     clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
-    # A watcher of every chaos key from the revision before the first put, on a channel of
-    # its own, made again from where it stopped whenever its stream breaks.
-    start = clients[CLIENTS + 1].revision()
-    watch_channel = clients[CLIENTS + 1].channel
-    watcher = Watcher(
-        lambda: WatchStub(watch_channel), "chaos/", start, max_seconds=SECONDS + 900
-    ).begin()
-    # A Service with no Ready member refuses at once: a client that failed waits a moment.
-    threads = [
-        threading.Thread(
-            target=run_client,
-            args=(h, n, seed, stop, KEYS, clients[n].put, clients[n].get, 0.2),
-            daemon=True,
-        )
-        for n in range(CLIENTS)
-    ]
+    watcher, start = watch_every_key(clients[CLIENTS + 1], SECONDS + 900)
+    threads = client_threads(h, seed, stop, clients[:CLIENTS])
     # Sampled until the cluster is back at the end, so the last fault has its figure too.
     sampled = threading.Event()
     sampler = threading.Thread(

@@ -18,11 +18,10 @@ import time
 from typing import Any
 
 import pytest
-from etcd3aio._protobuf import WatchStub
 
 from testbed.cluster import K8sCluster, hack_cluster
-from tests.chaos.history import History, check, run_client
-from tests.chaos.watch import Watcher, problems
+from tests.chaos.history import History, check
+from tests.chaos.watch import problems
 from tests.e2e.helpers import (
     TLS_ARGS,
     Operator,
@@ -32,12 +31,19 @@ from tests.e2e.helpers import (
     pods,
     wait_available,
 )
-from tests.e2e.test_chaos import KEYS, ServiceClient, _all_ready, _read
+from tests.e2e.test_chaos import (
+    CLIENTS,
+    KEYS,
+    ServiceClient,
+    _all_ready,
+    _read,
+    client_threads,
+    watch_every_key,
+)
 from tests.e2e.test_nodes import node_of, operator_node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.nodes, pytest.mark.chaos, pytest.mark.timeout(1500)]
 
-CLIENTS = 4
 STOPS = 2
 # Long enough for the member's peers to lose it and for the operator to say NodeLost; far
 # inside the cluster's nodeLossTimeout, so the member is waited for, never replaced.
@@ -92,17 +98,8 @@ def test_a_node_stopped_and_started_under_writes_keeps_every_write_and_member(
 
     h, stop = History(), threading.Event()
     clients = [ServiceClient(k8s, ns, name) for _ in range(CLIENTS + 2)]
-    start = clients[CLIENTS + 1].revision()
-    watch_channel = clients[CLIENTS + 1].channel
-    watcher = Watcher(lambda: WatchStub(watch_channel), "chaos/", start, max_seconds=1500).begin()
-    threads = [
-        threading.Thread(
-            target=run_client,
-            args=(h, n, seed, stop, KEYS, clients[n].put, clients[n].get, 0.2),
-            daemon=True,
-        )
-        for n in range(CLIENTS)
-    ]
+    watcher, start = watch_every_key(clients[CLIENTS + 1], 1500)
+    threads = client_threads(h, seed, stop, clients[:CLIENTS])
     for t in threads:
         t.start()
     back: list[float] = []

@@ -400,3 +400,12 @@ def test_the_backup_gone_mid_way_ends_the_recovery_said_and_nothing_is_made():
     recovery = recovery_of(facts)
     assert (recovery["phase"], recovery["reason"]) == ("Failed", "RecoverySourceGone")
     assert "no EtcdBackup nightly in this namespace" in recovery["message"]
+
+
+def test_an_etcdbackup_of_that_name_that_is_another_clusters_by_now_is_never_restored():
+    facts = backup_fenced(backup_asked(lost_facts({1: "claim", 2: "claim"}, {0: (40, 30)})))
+    facts["backups"] = [backup("nightly", cluster="other")]
+    assert ep.plan(facts)["recover"] == {"fingerprint": FPB}
+    recovery = recovery_of(facts)
+    assert (recovery["phase"], recovery["reason"]) == ("Failed", "RecoverySourceGone")
+    assert "backs up EtcdCluster other" in recovery["message"]

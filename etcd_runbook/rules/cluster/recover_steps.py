@@ -40,7 +40,7 @@ from etcd_runbook.names import (
 from etcd_runbook.rules.cluster.common import _deleting, _meta, annotations_of
 from etcd_runbook.rules.cluster.members import _free_names
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
-from etcd_runbook.rules.cluster.recover import backup_named
+from etcd_runbook.rules.cluster.recover import _owner_refusal, backup_named
 from etcd_runbook.rules.etcd_restore_plan import (
     RestoreRefused,
     _backup_source,
@@ -216,11 +216,15 @@ def _stopping(
     )
 
 
-def _backup_snapshot(o: _Observed, backup: str) -> tuple[dict[str, Any], str]:
+def _backup_snapshot(o: _Observed, backup: str, old_id: str) -> tuple[dict[str, Any], str]:
     """The EtcdBackup's newest verified snapshot as the restore runbook reads it, or why there
-    is none to restore (the backup or its snapshot gone since the request was decided)."""
+    is none to restore: the backup or its snapshot gone since the request was decided, or an
+    EtcdBackup of that name that is no longer this cluster's (`old_id`'s) to take it from."""
+    found = backup_named(o.backups, backup)
+    if found and (refused := _owner_refusal(f"backup={backup}", found, old_id, o.name)):
+        return {}, refused[1].removeprefix(PREFIX)
     try:
-        return _backup_source(backup, backup_named(o.backups, backup)), ""
+        return _backup_source(backup, found), ""
     except RestoreRefused as e:
         return {}, e.message.removeprefix(f"{e.field}: ")
 
@@ -332,7 +336,7 @@ def _carried_out(
     # Before the first member's claim exists, the recorded ID is still the old cluster's.
     old_id = seed[2] if seed else o.recorded_id
     if backup:
-        source, gone = _backup_snapshot(o, backup)
+        source, gone = _backup_snapshot(o, backup, old_id)
         said = (
             f"EtcdBackup {backup}'s snapshot {source.get('location')} (revision "
             f"{source.get('revision')})",

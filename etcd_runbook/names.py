@@ -91,6 +91,13 @@ ANN_RESTORED_FROM = f"{GROUP}/restored-from"
 # the record that the request of that fingerprint was carried out (read back from the claims,
 # never from status) and of the cluster ID it leaves behind.
 ANN_RECOVERY = f"{GROUP}/recovered"
+# On a member's claim: "<time> <bytes before> <bytes after>" of its last defragmentation by a
+# runbook (status.members[].lastDefragmented).
+ANN_DEFRAGMENTED = f"{GROUP}/defragmented"
+# On the member claims, after a NOSPACE recovery found live data filling the quota:
+# "<revision> <member> <bytes>", so runs at that revision say DatabaseFull without rewriting
+# every member again; a deletion moves the revision and the recovery is tried again.
+ANN_SPACE_FULL = f"{GROUP}/space-full"
 # On an EtcdBackup: set to any new value (a time, say), it asks for a check of
 # status.lastSnapshot now.
 ANN_CHECK_REQUESTED = f"{GROUP}/check-requested"

@@ -10,10 +10,11 @@ description:
   - Runs one etcd maintenance O(action) over the etcd v3 API, safely and idempotently.
   - V(defragment) defragments O(member), or every member, one at a time, followers first
     (by name) and the leader last, waiting for the cluster to be healthy again after each.
+    Before the leader's turn, leadership moves to another healthy voter (O(leader_away)).
     It is refused unless every member answers, all agree on one leader, no learner is
     joining and no CORRUPT alarm is raised. RV(changed) is true when a member's database
-    size changed. In check mode RV(changed) predicts whether any member has free pages to
-    reclaim (its database size exceeds the size in use).
+    size changed or leadership moved. In check mode RV(changed) predicts whether any member
+    has free pages to reclaim (its database size exceeds the size in use).
   - V(compact) compacts the keyspace history to O(revision), or so that the last O(keep)
     revisions stay readable. RV(changed) is false when the history is already compacted at
     or after that revision. The current compaction point is found by bisection with reads at
@@ -46,6 +47,13 @@ options:
       - With V(defragment), the only member to defragment (name, hex ID or client URL).
         Default every member.
     type: str
+  leader_away:
+    description:
+      - With V(defragment), hand leadership to another healthy voting member (one defragmented
+        in this call first) before defragmenting the leader, whose pause would otherwise stall
+        every write of the cluster. Nothing moves when the leader is the only voter.
+    type: bool
+    default: true
   defrag_timeout:
     description: Seconds one member's defragmentation may take.
     type: float
@@ -145,8 +153,9 @@ order:
 members:
   description:
     - Per defragmented member, in order, C(name), C(id), C(db_size_before),
-      C(db_size_in_use_before), C(db_size_after) and the C(started_at)/C(finished_at) epoch
-      seconds of its defragmentation (null in check mode).
+      C(db_size_in_use_before), C(db_size_after), the C(started_at)/C(finished_at) epoch
+      seconds of its defragmentation (null in check mode) and C(leader_moved_to), the member
+      leadership moved to before it (null when it did not lead, or none moved).
   returned: O(action=defragment)
   type: list
   elements: dict
@@ -158,6 +167,7 @@ members:
       db_size_after: 32768
       started_at: 1795759240.630556
       finished_at: 1795759240.6424918
+      leader_moved_to: null
 revision:
   description: The revision compacted to (or that would be).
   returned: O(action=compact)
@@ -240,6 +250,7 @@ def argument_spec() -> dict[str, Any]:
         **connection_argument_spec(),
         "action": {"type": "str", "required": True, "choices": list(ACTIONS)},
         "member": {"type": "str"},
+        "leader_away": {"type": "bool", "default": True},
         "defrag_timeout": {"type": "float", "default": 600.0},
         "wait_timeout": {"type": "float", "default": 60.0},
         "revision": {"type": "int"},

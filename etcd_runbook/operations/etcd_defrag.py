@@ -1,8 +1,8 @@
 """Defragmentation plan and run: one member at a time, followers first, leader last.
 
 Defragmenting blocks the member (reads and writes included) while bbolt rewrites its file,
-so the leader goes last (its block would stall the whole cluster's writes) and the cluster
-must be healthy again before the next member is touched.
+so the leader goes last, and hands leadership away first (its block would stall the whole
+cluster's writes), and the cluster must be healthy again before the next member is touched.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import Member, describe
 from etcd_runbook.clients.etcd_errors import EtcdRefusedError
 from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_leadership import transfer_leadership
 from etcd_runbook.operations.etcd_maintenance_ops import (
+    maintenance_health,
     member_endpoint,
     require_healthy,
     wait_healthy,
@@ -30,6 +32,7 @@ class DefragStep:
     db_size_after: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    leader_moved_to: str | None = None
 
     @property
     def reclaimable(self) -> bool:
@@ -44,6 +47,7 @@ class DefragStep:
             "db_size_after": self.db_size_after,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "leader_moved_to": self.leader_moved_to,
         }
 
 
@@ -89,9 +93,18 @@ def run_defrag(
     *,
     defrag_timeout: float,
     wait_timeout: float,
+    leader_away: bool = True,
 ) -> None:
-    """Defragment each step's member in order, waiting for a healthy cluster after each."""
+    """Defragment each step's member in order, waiting for a healthy cluster after each; with
+    `leader_away`, the leader hands leadership to another voter first."""
+    done: list[Member] = []
     for step in plan.steps:
+        if leader_away and step.member.id == health.leader_id:
+            target = transferee(health, step.member, done)
+            if target is not None:
+                transfer_leadership(client, health, target, wait_timeout, maintenance_health)
+                step.leader_moved_to = target.name
+                health = maintenance_health(client)
         endpoint = member_endpoint(client, health, step.member)
         step.started_at = time.time()
         endpoint.defragment(timeout=defrag_timeout)
@@ -100,3 +113,18 @@ def run_defrag(
             client, f"go on defragmenting after {describe(step.member)}", wait_timeout
         )
         step.db_size_after = health.member_status[step.member.id].db_size
+        done.append(step.member)
+
+
+def transferee(health: ClusterHealth, leader: Member, done: list[Member]) -> Member | None:
+    """Who takes leadership from `leader` before its defragmentation: a healthy voter already
+    defragmented in this call (its own pause is over), else the first healthy voter by name;
+    None when it is the only voter."""
+    voters = [
+        m
+        for m in health.members
+        if m.id != leader.id and not m.is_learner and health.is_healthy(m.id)
+    ]
+    defragmented = {m.id for m in done}
+    ranked = sorted(voters, key=lambda m: (m.id not in defragmented, m.name))
+    return ranked[0] if ranked else None

@@ -57,8 +57,11 @@ def defragment(client: EtcdClient, params: Params, check: bool) -> dict[str, Any
             plan,
             defrag_timeout=params["defrag_timeout"],
             wait_timeout=params["wait_timeout"],
+            leader_away=params["leader_away"],
         )
-        changed = any(step.db_size_after != step.db_size_before for step in plan.steps)
+        changed = any(
+            step.db_size_after != step.db_size_before or step.leader_moved_to for step in plan.steps
+        )
         message = f"defragmented {', '.join(plan.order)} in this order"
     sizes = [step.as_dict() for step in plan.steps]
     return {

@@ -46,6 +46,7 @@ from etcd_runbook.rules.cluster import (
     recovery,
     result,
     roll,
+    space,
     upgrade,
 )
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
@@ -93,7 +94,9 @@ STEPS: tuple[Callable[[_Observed, Decided], Decided], ...] = (
     upgrade.plan_upgrade_gate,  # a minor upgrade waits for its snapshot
     roll.plan_transferee,  # who leadership moves to
     recover_steps.plan_recover_steps,  # a quorum recovery carried out, alone while it acts
+    space.plan_space,  # defragmentation on the policy, NOSPACE recovered; CORRUPT said
     result.plan_hands_off,  # paused, read-only, not allowed: nothing acted on
+    space.plan_corrupt_hold,  # a CORRUPT alarm: every runbook halted
     result.plan_tls_hold,  # no Pod made that mounts a TLS Secret not fit to mount
     bootstrap.plan_bootstrap,  # a new cluster's members at once, with nothing to lose
 )

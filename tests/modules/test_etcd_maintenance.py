@@ -105,13 +105,18 @@ def test_compact_then_defragment_followers_first_leader_last(etcd_cluster_factor
     assert result["changed"] and result["order"] == [*followers, leader], result
     for step in result["members"]:
         assert step["db_size_after"] < step["db_size_before"], step
+    # The leader handed leadership to a follower already defragmented before its own turn.
+    assert result["members"][-1]["leader_moved_to"] in followers, result
+    assert c.leader_name() == result["members"][-1]["leader_moved_to"]
+    assert all(s["leader_moved_to"] is None for s in result["members"][:-1]), result
     finished = {s["name"]: s["finished_at"] for s in result["members"]}
     assert all(finished[f] <= finished[leader] for f in followers), finished
     # From the members' own logs: each was defragmented, the leader last.
     logged = {m.name: defrag_finished_at(m) for m in c.members}
     assert max(logged[f] for f in followers) < logged[leader], logged
 
-    second = maintenance(c, action="defragment")
+    # Nothing left to reclaim, and the leader kept: unchanged.
+    second = maintenance(c, action="defragment", leader_away=False)
     assert not second["changed"], second
 
 

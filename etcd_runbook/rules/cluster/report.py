@@ -10,6 +10,7 @@ from etcd_runbook.rules.cluster.common import _deleting, labels_of
 from etcd_runbook.rules.cluster.members import LEARNER_CATCH_UP, _fence, learner_age
 from etcd_runbook.rules.cluster.observed import _Observed, data_fault, pod_ready
 from etcd_runbook.rules.cluster.recovery import majority_lost_message
+from etcd_runbook.rules.cluster.space import last_defragmented
 
 # Seconds until a run that saw a Ready member Pod whose member etcd did not yet count healthy
 # looks again.
@@ -137,9 +138,23 @@ def _member_status(o: _Observed) -> list[dict[str, Any]]:
             "ready": bool(m.get("healthy")) and not m.get("is_learner"),
             "learner": bool(m.get("is_learner")),
             "version": str((statuses.get(m["id"]) or {}).get("version") or ""),
+            **_space_of(o, statuses.get(m["id"]) or {}, m["name"]),
         }
         for m in o.members
     ]
+
+
+def _space_of(o: _Observed, status: dict[str, Any], name: str) -> dict[str, Any]:
+    """A member's database size and in-use size as it last answered, and when a runbook last
+    defragmented it (its claim's record)."""
+    out: dict[str, Any] = {}
+    if status.get("db_size") is not None:
+        out["dbSize"] = status["db_size"]
+    if status.get("db_size_in_use") is not None:
+        out["dbSizeInUse"] = status["db_size_in_use"]
+    if when := last_defragmented(o.claims.get(name)):
+        out["lastDefragmented"] = when
+    return out
 
 
 def _alarms(o: _Observed) -> list[dict[str, Any]]:
@@ -250,8 +265,8 @@ def _degraded(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> tuple[str, 
         return trouble
     if alarms:
         return "Alarm", "; ".join(f"{a['alarm']} on {a['member']}" for a in alarms) + (
-            ": writes are refused; compact, defragment, then disarm"
-            if any(a["alarm"] == "NOSPACE" for a in alarms)
+            f": writes are refused; {p['space']['why']}"
+            if any(a["alarm"] == "NOSPACE" for a in alarms) and p["space"]["why"]
             else ""
         )
     if r["unhealthy"]:
@@ -270,6 +285,9 @@ def _progressing(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> tuple[bo
         return True, "WaitingForRestore", waiting
     if p["upgrade_waiting"]:
         return True, "SnapshotBeforeUpgrade", p["upgrade_waiting"]
+    if p["space"]["action"]:
+        reason = "Defragmenting" if p["space"]["action"] == "defragment" else "RecoveringSpace"
+        return True, reason, p["space"]["why"]
     members, versions = r["members"], r["versions"]
     if not r["sized"] or not r["rolled"] or r["a_reason"] == "Creating":
         return (
@@ -289,6 +307,16 @@ def _events(p: dict[str, Any], r: dict[str, Any]) -> list[dict[str, str]]:
     ]
     if not r["available"] and r["a_reason"] in ("QuorumLost", "MajorityDataLost"):
         events.append({"type": "Warning", "reason": r["a_reason"], "message": r["a_message"]})
+    nospace = sorted(a["member"] for a in r["alarms"] if a["alarm"] == "NOSPACE")
+    if nospace and not any(f["reason"] == "DatabaseFull" for f in r["refusals"]):
+        events.append(
+            {
+                "type": "Warning",
+                "reason": "NoSpace",
+                "message": f"NOSPACE alarm on {', '.join(nospace)}: the cluster refuses writes; "
+                + (p["space"]["why"] or "recovered when the cluster is healthy"),
+            }
+        )
     for refusal in r["refusals"]:
         events.append(
             {"type": "Warning", "reason": refusal["reason"], "message": refusal["message"]}
@@ -348,6 +376,8 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
         "leader": o.leader,
         "selector": f"app.kubernetes.io/name=etcd,{LABEL_CLUSTER}={o.name}",
         "alarms": r["alarms"],
+        # The backend quota the members run with, and what the space runbook does or waits for.
+        "space": {"quota": o.spec["quota_bytes"], "message": p["space"]["why"]},
     }
     if p["cluster_id"]:
         status["clusterID"] = p["cluster_id"]

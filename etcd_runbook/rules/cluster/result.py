@@ -144,6 +144,9 @@ def _volumes_and_secrets(o: _Observed, d: Decided) -> dict[str, Any]:
         "pdb_min_available": quorum_of(max(len(o.voters), spec["size"])),
         "refusals": d["refusals"],
         "warnings": spec["warnings"],
+        # Defragmentation or a NOSPACE recovery this run (space.py), and why none.
+        "space": d["space"],
+        "corrupt": d["corrupt"],
     }
 
 
@@ -160,5 +163,10 @@ def plan_result(o: _Observed, d: Decided) -> dict[str, Any]:
     # change steps in one task.
     result["busy"] = bool(
         result["heal"] or result["ended"] or result["leaving"] or result["bootstrap"]
-    ) or (not o.hands_off and bool(result["steps"] or result["tls_missing"] or result["recover"]))
+    ) or (
+        not o.hands_off
+        and bool(
+            result["steps"] or result["tls_missing"] or result["recover"] or d["space"]["action"]
+        )
+    )
     return result

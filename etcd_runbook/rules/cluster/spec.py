@@ -33,8 +33,14 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # etcd cannot run in was seen killed for memory 11 s after it first answered.
 DEFAULT_MIN_READY_SECONDS = 30
 MAX_MIN_READY_SECONDS = 3600
+# spec.defragmentation's defaults: a member is defragmented when at least half its database
+# file is free pages and that is at least 64Mi (a rewrite that frees less is not worth the
+# write pause), each member given 10 minutes (bbolt rewrites about 100 MB/s on slow disks).
+DEFAULT_DEFRAG_FREE_PERCENT = 50
+DEFAULT_DEFRAG_MIN_RECLAIM = "64Mi"
+DEFAULT_DEFRAG_MEMBER_TIMEOUT = 600
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
-POD_TEMPLATE_REVISION = 2
+POD_TEMPLATE_REVISION = 3
 # etcd preallocates WAL segments of 64 MB and keeps 5 (--max-wals) beside the one being
 # written; a defragmentation, or a snapshot received from the leader, writes a second copy of
 # the database beside the first. The backend quota is what is left, halved.
@@ -284,6 +290,63 @@ def _timings(spec: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int,
     return node_loss, min_ready
 
 
+def _defragmentation(spec: dict[str, Any], problems: list[dict[str, str]]) -> dict[str, Any]:
+    """spec.defragmentation as the space rules read it; a field that cannot be used keeps its
+    default and its problem names it."""
+    asked = spec.get("defragmentation") or {}
+    enabled = asked.get("enabled", True)
+    if not isinstance(enabled, bool):
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.enabled",
+                f"spec.defragmentation.enabled must be true or false, got {enabled!r}",
+            )
+        )
+        enabled = True
+    percent = asked.get("freePercent", DEFAULT_DEFRAG_FREE_PERCENT)
+    if not isinstance(percent, int) or isinstance(percent, bool) or not 1 <= percent <= 99:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.freePercent",
+                f"spec.defragmentation.freePercent must be 1 to 99, got {percent!r}",
+            )
+        )
+        percent = DEFAULT_DEFRAG_FREE_PERCENT
+    reclaim_text = asked.get("minReclaim", DEFAULT_DEFRAG_MIN_RECLAIM)
+    try:
+        min_reclaim = parse_quantity(reclaim_text)
+    except PlanError:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.minReclaim",
+                "spec.defragmentation.minReclaim must be a quantity of bytes such as 64Mi, "
+                f"got {reclaim_text!r}",
+            )
+        )
+        min_reclaim = parse_quantity(DEFAULT_DEFRAG_MIN_RECLAIM)
+    timeout = asked.get("memberTimeout")
+    seconds = DEFAULT_DEFRAG_MEMBER_TIMEOUT if timeout is None else node_loss_seconds(timeout)
+    if not seconds:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.memberTimeout",
+                "spec.defragmentation.memberTimeout must be a duration above zero such as 90s "
+                f"or 10m, got {timeout!r}",
+            )
+        )
+        seconds = DEFAULT_DEFRAG_MEMBER_TIMEOUT
+    return {
+        "enabled": enabled,
+        "free_percent": percent,
+        "min_reclaim": min_reclaim,
+        "member_timeout": seconds,
+    }
+
+
 def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
     names its field) and the warnings worth an Event."""
@@ -308,6 +371,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     name = str(_meta(obj).get("name") or options.get("name") or "")
     pod = spec.get("pod") or {}
     node_loss, min_ready = _timings(spec, problems)
+    defragmentation = _defragmentation(spec, problems)
     refused = not_allowed(spec, options)
     problems.extend(refused)
     warning = _size_warning(size)
@@ -336,6 +400,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
         },
         "node_loss_timeout": node_loss,
         "min_ready_seconds": min_ready,
+        "defragmentation": defragmentation,
         "paused": bool(spec.get("paused", False)),
         "problems": problems,
         "warnings": [warning] if warning else [],

@@ -1,0 +1,166 @@
+"""Space end to end, on one three-member cluster with the smallest quota (64Mi): the
+defragmentation policy once history was compacted, a NOSPACE alarm that history raised and
+the runbook recovers without a person (the newest value of every key intact), and one that
+live data raised, which it says (DatabaseFull, with the figures) without rewriting the members
+again, until a person's deletions let it recover."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from typing import Any
+
+import pytest
+
+from testbed.cluster import K8sCluster
+from tests.e2e.helpers import (
+    TLS_ARGS,
+    Operator,
+    apply,
+    condition,
+    etcd_cluster,
+    etcdctl,
+    events,
+    get,
+    said,
+    wait_available,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+NAME = "space"
+QUOTA = 64 * 1024**2
+# A value of 1 MiB (base64 of random bytes): within etcd's 1.5 MiB request limit.
+VALUE = base64.b64encode(os.urandom(768 * 1024)).decode()
+# The operator looks at every cluster at least once a minute (watches.yaml reconcilePeriod); an
+# alarm changes no Kubernetes object, so that is when it is found.
+RECOVERY_TIMEOUT = 300
+
+
+def put_stdin(k8s: K8sCluster, ns: str, key: str, value: str) -> str:
+    """One put of a value too large for a command line, through member 0's etcdctl; etcd's
+    error text when refused ('' when acknowledged)."""
+    proc = k8s.kubectl(
+        "-n", ns, "exec", "-i", f"{NAME}-0", "-c", "etcd", "--",
+        "/usr/local/bin/etcdctl", *TLS_ARGS, "put", key,
+        input=value, check=False,
+    )  # fmt: skip
+    return "" if proc.returncode == 0 and proc.stdout.strip() == "OK" else proc.stderr.strip()
+
+
+def fill(k8s: K8sCluster, ns: str, key_of: Any, limit: int = 200) -> int:
+    """Put 1 MiB values, each its own (value_of(n)), at key_of(n) until etcd refuses for
+    space; returns how many went in."""
+    for n in range(limit):
+        error = put_stdin(k8s, ns, key_of(n), value_of(n))
+        if error:
+            assert "database space exceeded" in error, error
+            return n
+    raise AssertionError(f"no NOSPACE after {limit} MiB")
+
+
+def value_of(n: int) -> str:
+    return f"{n:04d}{VALUE}"
+
+
+def alarms(k8s: K8sCluster, ns: str) -> str:
+    return etcdctl(k8s, ns, f"{NAME}-0", "alarm", "list").strip()
+
+
+def revision(k8s: K8sCluster, ns: str) -> int:
+    out = json.loads(etcdctl(k8s, ns, f"{NAME}-0", "get", "nothing", "-w", "json"))
+    return int(out["header"]["revision"])
+
+
+def value_digest(k8s: K8sCluster, ns: str, key: str) -> str:
+    out = json.loads(etcdctl(k8s, ns, f"{NAME}-0", "get", key, "-w", "json"))
+    return hashlib.sha256(base64.b64decode(out["kvs"][0]["value"])).hexdigest()
+
+
+def reasons(k8s: K8sCluster, ns: str, reason: str) -> list[str]:
+    return [str(e.get("message")) for e in events(k8s, ns, reason)]
+
+
+def test_defragmentation_policy_nospace_recovered_and_database_full_said(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    k8s, ns = k8s_cluster, k8s_namespace
+    spec = etcd_cluster(
+        NAME,
+        storage={"size": "1Gi", "quotaBackendBytes": "64Mi"},
+        defragmentation={"freePercent": 50, "minReclaim": "4Mi", "memberTimeout": "2m"},
+    )
+    apply(k8s, ns, spec)
+    wait_available(k8s, ns, NAME, 3, timeout=300)
+    leader = get(k8s, ns, "etcd", NAME)["status"]["leader"]
+
+    # 1. The policy: history compacted (as auto-compaction would, hourly) leaves most of each
+    # file free; the runbook defragments every member, the leader last after moving away.
+    for _ in range(24):
+        assert not put_stdin(k8s, ns, "churn", VALUE)
+    etcdctl(k8s, ns, f"{NAME}-0", "compact", str(revision(k8s, ns)), "--physical")
+
+    def defragmented() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", NAME)
+        members = obj["status"].get("members") or []
+        done = len(members) == 3 and all(m.get("lastDefragmented") for m in members)
+        return obj if done and condition(obj, "Progressing").get("status") == "False" else {}
+
+    obj = k8s.wait_for(defragmented, timeout=RECOVERY_TIMEOUT, interval=3, what="defragmented")
+    for member in obj["status"]["members"]:
+        assert member["dbSize"] < 16 * 1024**2, member
+    moved = [m for m in reasons(k8s, ns, "Defragmented") if "leadership moved" in m]
+    assert len(reasons(k8s, ns, "Defragmented")) == 3, reasons(k8s, ns, "Defragmented")
+    assert len(moved) == 1 and moved[0].startswith(f"{leader}:"), moved
+
+    # 2. NOSPACE raised by history (one key overwritten): recovered without a person.
+    for i in range(5):
+        etcdctl(k8s, ns, f"{NAME}-0", "put", f"keep/{i}", "old")
+        etcdctl(k8s, ns, f"{NAME}-0", "put", f"keep/{i}", f"newest-{i}")
+    written = fill(k8s, ns, lambda n: "big")
+    assert written > 10, written
+    newest_big = hashlib.sha256(value_of(written - 1).encode()).hexdigest()
+    assert "NOSPACE" in alarms(k8s, ns)
+    k8s.wait_for(
+        lambda: reasons(k8s, ns, "NoSpaceRecovered"), timeout=RECOVERY_TIMEOUT, interval=3,
+        what="NOSPACE recovered",
+    )  # fmt: skip
+    assert alarms(k8s, ns) == ""
+    assert reasons(k8s, ns, "NoSpace"), "the alarm was announced"
+    assert not put_stdin(k8s, ns, "after", "writes again")
+    for i in range(5):
+        got = etcdctl(k8s, ns, f"{NAME}-0", "get", f"keep/{i}", "--print-value-only").strip()
+        assert got == f"newest-{i}", got
+    assert value_digest(k8s, ns, "big") == newest_big
+
+    # 3. NOSPACE raised by live data: said with the figures, and not retried at that revision.
+    fill(k8s, ns, lambda n: f"live/{n}")
+
+    def full() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", NAME)
+        return obj if condition(obj, "Degraded").get("reason") == "DatabaseFull" else {}
+
+    obj = k8s.wait_for(full, timeout=RECOVERY_TIMEOUT, interval=3, what="DatabaseFull")
+    message = condition(obj, "Degraded")["message"]
+    assert "live data fills the backend quota" in message and "64Mi quota" in message, message
+    assert "quotaBackendBytes up to" in message, message
+    assert "NOSPACE" in alarms(k8s, ns)
+    defrags = len(reasons(k8s, ns, "Defragmented"))
+    # The next run at that revision says so again (the Event's count grows) and rewrites
+    # nothing.
+    k8s.wait_for(
+        lambda: any(int(e.get("count") or 1) >= 2 for e in events(k8s, ns, "DatabaseFull")),
+        timeout=180, interval=5, what="DatabaseFull said again",
+    )  # fmt: skip
+    assert full(), said(get(k8s, ns, "etcd", NAME)["status"])
+    assert len(reasons(k8s, ns, "Defragmented")) == defrags
+
+    # 4. A person deletes keys (deletes pass under NOSPACE): the runbook recovers again.
+    etcdctl(k8s, ns, f"{NAME}-0", "del", "live/", "--prefix")
+    k8s.wait_for(
+        lambda: alarms(k8s, ns) == "", timeout=RECOVERY_TIMEOUT, interval=3, what="disarmed"
+    )
+    assert not put_stdin(k8s, ns, "after-full", "writes again")
+    wait_available(k8s, ns, NAME, 3, timeout=120)

@@ -1,0 +1,284 @@
+"""The space rules (etcd_runbook/rules/cluster/space.py): which members are worth
+defragmenting, in which order, when none may be, NOSPACE recovered or said full, CORRUPT
+halting every runbook; and the records and Events of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from etcd_runbook.names import ANN_DEFRAGMENTED, ANN_SPACE_FULL
+from etcd_runbook.rules import etcd_plan as ep
+from etcd_runbook.rules.cluster.space import (
+    defrag_events,
+    defrag_order,
+    defrag_records,
+    nospace_verdict,
+    space_verdict,
+    worth_defragmenting,
+)
+from etcd_runbook.rules.cluster.spec import normalize_spec
+from tests.unit.test_etcd_plan import claim, healthy3, mid, obj
+
+MiB = 1024**2
+POLICY = {"enabled": True, "free_percent": 50, "min_reclaim": 64 * MiB, "member_timeout": 600}
+
+
+def sized(name: str, size: int | None, in_use: int | None, learner: bool = False) -> dict:
+    return {"name": name, "learner": learner, "db_size": size, "db_size_in_use": in_use}
+
+
+@pytest.mark.parametrize(
+    ("sizes", "chosen", "skipped"),
+    [
+        # Half free and 100Mi: chosen.
+        ([sized("e-0", 200 * MiB, 100 * MiB)], ["e-0"], []),
+        # 40% free: not fragmented enough, and nothing said.
+        ([sized("e-0", 250 * MiB, 150 * MiB)], [], []),
+        # 90% free but only 9Mi: the trap of a rewrite that frees nothing worth it; said.
+        ([sized("e-0", 10 * MiB, 1 * MiB)], [], ["e-0 is 90% free but would reclaim only"]),
+        # A learner is never defragmented; a member that did not answer is not judged.
+        ([sized("e-3", 400 * MiB, 10 * MiB, learner=True), sized("e-1", None, None)], [], []),
+        # Exactly at both thresholds: chosen.
+        ([sized("e-2", 128 * MiB, 64 * MiB)], ["e-2"], []),
+    ],
+)
+def test_worth_defragmenting(sizes: list, chosen: list, skipped: list) -> None:
+    got_chosen, got_skipped = worth_defragmenting(sizes, POLICY)
+    assert got_chosen == chosen
+    assert len(got_skipped) == len(skipped)
+    for got, want in zip(got_skipped, skipped, strict=True):
+        assert got.startswith(want), got
+
+
+@pytest.mark.parametrize(
+    ("names", "leader", "order"),
+    [
+        (["e-0", "e-1", "e-2"], "e-0", ["e-1", "e-2", "e-0"]),
+        (["e-10", "e-2", "e-1"], "e-2", ["e-1", "e-10", "e-2"]),
+        (["e-1"], "e-0", ["e-1"]),  # the leader not among them
+        (["e-0"], "e-0", ["e-0"]),
+    ],
+)
+def test_defrag_order_followers_by_index_leader_last(names: list, leader: str, order: list) -> None:
+    assert defrag_order(names, leader) == order
+
+
+@pytest.mark.parametrize(
+    ("sizes", "quota", "volume", "disarm", "words"),
+    [
+        ([{"name": "e-0", "db_size": 10 * MiB}], 320 * MiB, 1024 * MiB, True, []),
+        # 90% of the quota is the line: at it, full.
+        (
+            [{"name": "e-0", "db_size": 288 * MiB}],
+            320 * MiB,
+            1024 * MiB,
+            False,
+            ["e-0's database is 288Mi of its 320Mi quota"],
+        ),
+        # A quota below what the volume holds: raising it is offered, with the figure.
+        (
+            [{"name": "e-1", "db_size": 60 * MiB}, {"name": "e-2", "db_size": 62 * MiB}],
+            64 * MiB,
+            1024 * MiB,
+            False,
+            ["e-2's database", "quotaBackendBytes up to 320Mi"],
+        ),
+        # At the volume's limit already: only a larger volume (or deletions) helps.
+        (
+            [{"name": "e-0", "db_size": 300 * MiB}],
+            320 * MiB,
+            1024 * MiB,
+            False,
+            ["or grow spec.storage.size"],
+        ),
+    ],
+)
+def test_space_verdict(sizes: list, quota: int, volume: int, disarm: bool, words: list) -> None:
+    verdict = space_verdict(sizes, quota, volume, revision=77)
+    assert verdict["disarm"] is disarm
+    for word in words:
+        assert word in verdict["message"], verdict["message"]
+    assert verdict["record"].startswith("77 ") is not disarm
+    if quota == 320 * MiB and not disarm:
+        assert "quotaBackendBytes up to" not in verdict["message"]
+
+
+def sizes_of(facts: dict, sizes: dict[int, tuple[int, int]], revision: int = 500) -> dict:
+    for status in facts["info"]["status"]:
+        n = int(status["member_id"][1:])
+        status["db_size"], status["db_size_in_use"] = sizes[n]
+        status["revision"] = revision
+    return facts
+
+
+FRAGMENTED = {0: (300 * MiB, 20 * MiB), 1: (300 * MiB, 20 * MiB), 2: (300 * MiB, 20 * MiB)}
+
+
+def nospace(facts: dict, *members: int, kind: str = "NOSPACE") -> dict:
+    facts["info"]["alarms"] = [{"member_id": mid(n), "alarm": kind} for n in members]
+    return facts
+
+
+def test_policy_defragments_followers_then_the_leader() -> None:
+    p = ep.plan(sizes_of(healthy3(), FRAGMENTED))
+    assert p["space"]["action"] == "defragment"
+    assert p["space"]["members"] == ["e-1", "e-2", "e-0"]  # e-0 leads (info's default)
+    assert p["busy"]
+
+
+@pytest.mark.parametrize(
+    ("change", "waits_for"),
+    [
+        (lambda f: f["info"]["members"][1].update(healthy=False), "e-1 is not healthy"),
+        (lambda f: f.update(pods=f["pods"][:2]), "a member's Pod is being made again"),
+        (lambda f: f["object"]["spec"].update(size=4), "a member is being added"),
+        (lambda f: f["object"]["spec"].update(version="3.6.17"), "a member is being rolled"),
+        (
+            lambda f: f.update(
+                backups=[
+                    {
+                        "metadata": {"name": "nightly"},
+                        "spec": {"clusterName": "e"},
+                        "status": {"phase": "Running"},
+                    }
+                ]
+            ),
+            "EtcdBackup nightly is taking a snapshot",
+        ),
+    ],
+)
+def test_defragmentation_waits_while_unhealthy_or_another_runbook_acts(
+    change: Any, waits_for: str
+) -> None:
+    facts = sizes_of(healthy3(), FRAGMENTED)
+    change(facts)
+    p = ep.plan(facts)
+    assert p["space"]["action"] == ""
+    assert waits_for in p["space"]["why"], p["space"]["why"]
+
+
+def test_policy_off_or_nothing_worth_it_does_nothing() -> None:
+    off = sizes_of(healthy3(defragmentation={"enabled": False}), FRAGMENTED)
+    assert ep.plan(off)["space"]["action"] == ""
+    small = sizes_of(healthy3(), {n: (10 * MiB, 1 * MiB) for n in range(3)})
+    p = ep.plan(small)
+    assert (
+        p["space"]["action"] == ""
+        and "under spec.defragmentation.minReclaim" in (p["space"]["why"])
+    )
+    assert "under spec.defragmentation.minReclaim" in ep.report(small)["status"]["space"]["message"]
+
+
+def test_nospace_compacts_and_defragments_every_member_and_is_announced() -> None:
+    full = {n: (320 * MiB, 319 * MiB) for n in range(3)}
+    facts = nospace(sizes_of(healthy3(), full), 0, 1)
+    p = ep.plan(facts)
+    assert p["space"]["action"] == "nospace"
+    assert p["space"]["members"] == ["e-1", "e-2", "e-0"] and p["space"]["revision"] == 500
+    report = ep.report(facts)
+    assert [e["reason"] for e in report["events"]] == ["NoSpace"]
+    assert report["conditions"]["Progressing"]["reason"] == "RecoveringSpace"
+    assert report["status"]["alarms"] == [
+        {"member": "e-0", "alarm": "NOSPACE"},
+        {"member": "e-1", "alarm": "NOSPACE"},
+    ]
+
+
+def test_nospace_full_at_the_recorded_revision_is_said_not_retried() -> None:
+    facts = nospace(sizes_of(healthy3(), FRAGMENTED), 0)
+    facts["claims"] = [claim(i, **{ANN_SPACE_FULL: f"500 e-2 {300 * MiB}"}) for i in range(3)]
+    p = ep.plan(facts)
+    assert p["space"]["action"] == ""
+    assert p["refusals"][0]["reason"] == "DatabaseFull"
+    assert "e-2's database is 300Mi of its 320Mi quota" in p["refusals"][0]["message"]
+    report = ep.report(facts)
+    assert report["failed"] and report["conditions"]["Degraded"]["reason"] == "DatabaseFull"
+    assert "NoSpace" not in [e["reason"] for e in report["events"]]
+    # A deletion moved the revision: tried again.
+    moved = nospace(sizes_of(healthy3(), FRAGMENTED, 501), 0)
+    moved["claims"] = facts["claims"]
+    assert ep.plan(moved)["space"]["action"] == "nospace"
+
+
+def test_corrupt_alarm_halts_every_runbook() -> None:
+    facts = nospace(sizes_of(healthy3(size=4), FRAGMENTED), 2, kind="CORRUPT")
+    facts["pods"] = facts["pods"][:2]
+    p = ep.plan(facts)
+    assert p["corrupt"] == ["e-2"]
+    assert not (p["add"] or p["heal"] or p["roll"] or p["space"]["action"])
+    assert p["refusals"][-1]["reason"] == "CorruptAlarm"
+    assert "e-2" in p["refusals"][-1]["message"]
+    assert ep.report(facts)["failed"]
+
+
+def test_invalid_policy_fields_are_named() -> None:
+    spec = normalize_spec(
+        obj(defragmentation={"freePercent": 0, "minReclaim": "lots", "memberTimeout": "0s"}), {}
+    )
+    fields = [p["field"] for p in spec["problems"]]
+    assert fields == [
+        "spec.defragmentation.freePercent",
+        "spec.defragmentation.minReclaim",
+        "spec.defragmentation.memberTimeout",
+    ]
+    assert "such as 64Mi" in spec["problems"][1]["message"]
+    assert spec["defragmentation"]["member_timeout"] == 600
+
+
+RESULTS = [
+    {
+        "item": "e-1",
+        "members": [
+            {
+                "name": "e-1",
+                "db_size_before": 300 * MiB,
+                "db_size_in_use_before": 20 * MiB,
+                "db_size_after": 21 * MiB,
+                "started_at": 1795759240.0,
+                "finished_at": 1795759242.5,
+                "leader_moved_to": None,
+            }
+        ],
+    },
+    {
+        "item": "e-0",
+        "members": [
+            {
+                "name": "e-0",
+                "db_size_before": 300 * MiB,
+                "db_size_in_use_before": 20 * MiB,
+                "db_size_after": 62 * MiB,
+                "started_at": 1795759250.0,
+                "finished_at": 1795759251.0,
+                "leader_moved_to": "e-1",
+            }
+        ],
+    },
+]
+
+
+def test_records_and_events_of_a_run() -> None:
+    records = defrag_records(RESULTS, "ns")
+    assert [r["metadata"]["name"] for r in records] == ["e-1-data", "e-0-data"]
+    assert records[0]["metadata"]["annotations"] == {
+        ANN_DEFRAGMENTED: f"2026-11-27T06:00:42Z {300 * MiB} {21 * MiB}"
+    }
+    messages = [e["message"] for e in defrag_events(RESULTS)]
+    assert messages[0] == "e-1: database 300Mi to 21Mi (20Mi in use) in 2.5 s"
+    assert messages[1].endswith("after leadership moved to e-1")
+    plan = {
+        "spec": normalize_spec(obj(storage={"quotaBackendBytes": "64Mi"}), {}),
+        "space": {"members": ["e-1", "e-0"], "revision": 9},
+    }
+    verdict = nospace_verdict(RESULTS, plan, "ns")
+    assert not verdict["disarm"] and "e-0's database is 62Mi" in verdict["message"]
+    assert [r["metadata"]["annotations"][ANN_SPACE_FULL] for r in verdict["records"]] == [
+        f"9 e-0 {62 * MiB}"
+    ] * 2
+    claimed = [claim(0, **{ANN_DEFRAGMENTED: "2026-11-17T20:40:42Z 1 2"})]
+    facts = {**healthy3(), "claims": claimed + [claim(i) for i in (1, 2)]}
+    members = ep.report(facts)["status"]["members"]
+    assert members[0]["lastDefragmented"] == "2026-11-17T20:40:42Z"
+    assert "lastDefragmented" not in members[1]

@@ -47,8 +47,10 @@ _private_dir: list[str] = []
 def private_file(name: str, content: str) -> str:
     """`content` in a file only this process can read, removed when the process ends: TLS
     libraries take certificate chains and keys as paths."""
-    if not _private_dir:
-        _private_dir.append(tempfile.mkdtemp(prefix="etcd-module-"))
+    # A module run in the task's worker (plugins/action/normal.py) has its exit handlers run
+    # at the end of each loop item, while this module-level list lives on to the next item.
+    if not _private_dir or not os.path.isdir(_private_dir[0]):
+        _private_dir[:] = [tempfile.mkdtemp(prefix="etcd-module-")]
         atexit.register(shutil.rmtree, _private_dir[0], True)
     path = os.path.join(_private_dir[0], name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from etcd_runbook.rules.cluster.space import defrag_events, defrag_records, nospace_verdict
+from etcd_runbook.rules.cluster.space import (
+    defrag_events,
+    defrag_records,
+    nospace_verdict,
+    space_by_hand,
+)
 
 
 class FilterModule:
@@ -16,4 +21,5 @@ class FilterModule:
             "etcd_defrag_records": defrag_records,
             "etcd_defrag_events": defrag_events,
             "etcd_nospace_verdict": nospace_verdict,
+            "etcd_space_by_hand": space_by_hand,
         }

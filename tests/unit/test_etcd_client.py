@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 
 import pytest
 
+from etcd_runbook.clients import etcd_common
 from etcd_runbook.clients.etcd_client import EtcdClient, foreign_answer
 from etcd_runbook.clients.etcd_common import (
     ConnectionParams,
@@ -283,3 +286,15 @@ def test_the_first_answer_decides_the_cluster_and_another_one_fails_the_call():
         assert client.trusted([url]) == [], "no later call goes through that endpoint"
     with EtcdClient(ConnectionParams(endpoints=(url,), cluster_id="ABC")) as client:
         assert client.expected_cluster_id == "abc", "a given cluster ID is expected at once"
+
+
+def test_a_private_file_is_written_again_after_its_directory_went() -> None:
+    # The in-worker action runs exit handlers after each loop item of one worker process:
+    # the next item must get a directory again, not the removed one's path.
+    first = etcd_common.private_file("ca_cert", "one")
+    shutil.rmtree(os.path.dirname(first))
+    second = etcd_common.private_file("ca_cert", "two")
+    with open(second) as handle:
+        assert handle.read() == "two"
+    assert os.stat(second).st_mode & 0o777 == 0o600
+    shutil.rmtree(os.path.dirname(second))

@@ -15,6 +15,7 @@ from etcd_runbook.rules.cluster.space import (
     defrag_order,
     defrag_records,
     nospace_verdict,
+    space_by_hand,
     space_verdict,
     worth_defragmenting,
 )
@@ -188,7 +189,8 @@ def test_nospace_compacts_and_defragments_every_member_and_is_announced() -> Non
 
 def test_nospace_full_at_the_recorded_revision_is_said_not_retried() -> None:
     facts = nospace(sizes_of(healthy3(), FRAGMENTED), 0)
-    facts["claims"] = [claim(i, **{ANN_SPACE_FULL: f"500 e-2 {300 * MiB}"}) for i in range(3)]
+    record: dict[str, Any] = {ANN_SPACE_FULL: f"500 e-2 {300 * MiB}"}
+    facts["claims"] = [claim(i, **record) for i in range(3)]
     p = ep.plan(facts)
     assert p["space"]["action"] == ""
     assert p["refusals"][0]["reason"] == "DatabaseFull"
@@ -268,17 +270,70 @@ def test_records_and_events_of_a_run() -> None:
     messages = [e["message"] for e in defrag_events(RESULTS)]
     assert messages[0] == "e-1: database 300Mi to 21Mi (20Mi in use) in 2.5 s"
     assert messages[1].endswith("after leadership moved to e-1")
-    plan = {
-        "spec": normalize_spec(obj(storage={"quotaBackendBytes": "64Mi"}), {}),
-        "space": {"members": ["e-1", "e-0"], "revision": 9},
-    }
-    verdict = nospace_verdict(RESULTS, plan, "ns")
+    spec = normalize_spec(obj(storage={"quotaBackendBytes": "64Mi"}), {})
+    space = {"members": ["e-1", "e-0"], "revision": 9}
+    verdict = nospace_verdict(RESULTS, space, spec, "ns")
     assert not verdict["disarm"] and "e-0's database is 62Mi" in verdict["message"]
     assert [r["metadata"]["annotations"][ANN_SPACE_FULL] for r in verdict["records"]] == [
         f"9 e-0 {62 * MiB}"
     ] * 2
-    claimed = [claim(0, **{ANN_DEFRAGMENTED: "2026-11-17T20:40:42Z 1 2"})]
+    record: dict[str, Any] = {ANN_DEFRAGMENTED: "2026-11-17T20:40:42Z 1 2"}
+    claimed = [claim(0, **record)]
     facts = {**healthy3(), "claims": claimed + [claim(i) for i in (1, 2)]}
     members = ep.report(facts)["status"]["members"]
     assert members[0]["lastDefragmented"] == "2026-11-17T20:40:42Z"
     assert "lastDefragmented" not in members[1]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "alarm", "recheck"),
+    [
+        ({n: (10 * MiB, 1 * MiB) for n in range(3)}, "", None),
+        # Half the quota (320Mi for the default 1Gi volume) on one member: looked at often.
+        ({0: (10 * MiB, 1 * MiB), 1: (160 * MiB, 150 * MiB), 2: (1 * MiB, 1 * MiB)}, "", 30.0),
+        ({n: (10 * MiB, 1 * MiB) for n in range(3)}, "NOSPACE", 30.0),
+    ],
+)
+def test_a_cluster_under_space_pressure_is_looked_at_again_soon(
+    sizes: dict, alarm: str, recheck: float | None
+) -> None:
+    facts = sizes_of(healthy3(defragmentation={"enabled": False}), sizes)
+    if alarm:
+        nospace(facts, 0, kind=alarm)
+    assert ep.report(facts)["requeue_after"] == recheck
+
+
+@pytest.mark.parametrize(
+    ("change", "asked", "least", "action", "members", "refused"),
+    [
+        # Every voting member, each with 280Mi to reclaim: followers first, the leader last.
+        (None, [], "", "defragment", ["e-1", "e-2", "e-0"], ""),
+        # The member asked only; one that would reclaim too little is skipped and said.
+        (None, ["e-2", "e-0"], "", "defragment", ["e-2", "e-0"], ""),
+        (None, [], "1Gi", "", [], ""),
+        (None, ["e-7"], "", "", [], "e-7 is no voting member of e"),
+        (None, [], "lots", "", [], "min_reclaim must be a quantity such as 64Mi"),
+        (lambda f: nospace(f, 1), [], "", "nospace", ["e-1", "e-2", "e-0"], ""),
+        (lambda f: nospace(f, 1, kind="CORRUPT"), [], "", "", [], "a CORRUPT alarm is raised"),
+        (
+            lambda f: f["info"]["members"][2].update(healthy=False),
+            [],
+            "",
+            "",
+            [],
+            "not now: e-2 is not healthy",
+        ),
+    ],
+)
+def test_space_by_hand(
+    change: Any, asked: list, least: str, action: str, members: list, refused: str
+) -> None:
+    facts = sizes_of(healthy3(defragmentation={"enabled": False}), FRAGMENTED)
+    if change:
+        change(facts)
+    space = space_by_hand(ep.plan(facts), asked, least)
+    assert space["action"] == action
+    assert space["members"] == members
+    assert space["refused"].startswith(refused) if refused else space["refused"] == ""
+    if least == "1Gi":
+        assert "e-0 would reclaim only 280Mi (min_reclaim 1Gi)" in space["why"]

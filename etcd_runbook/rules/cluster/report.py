@@ -10,7 +10,7 @@ from etcd_runbook.rules.cluster.common import _deleting, labels_of
 from etcd_runbook.rules.cluster.members import LEARNER_CATCH_UP, _fence, learner_age
 from etcd_runbook.rules.cluster.observed import _Observed, data_fault, pod_ready
 from etcd_runbook.rules.cluster.recovery import majority_lost_message
-from etcd_runbook.rules.cluster.space import last_defragmented
+from etcd_runbook.rules.cluster.space import last_defragmented, space_recheck
 
 # Seconds until a run that saw a Ready member Pod whose member etcd did not yet count healthy
 # looks again.
@@ -119,6 +119,8 @@ def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float
     # A quorum recovery's Job and Pods queue no run of the cluster: its steps are looked at.
     if _recovering(p):
         waits.append(float(RECOVERY_RECHECK))
+    if (space := space_recheck(o)) is not None:
+        waits.append(space)
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
         if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:

@@ -146,6 +146,8 @@ def _volumes_and_secrets(o: _Observed, d: Decided) -> dict[str, Any]:
         "warnings": spec["warnings"],
         # Defragmentation or a NOSPACE recovery this run (space.py), and why none.
         "space": d["space"],
+        "space_sizes": d["space_sizes"],
+        "space_blocked": d["space_blocked"],
         "corrupt": d["corrupt"],
     }
 

@@ -23,11 +23,13 @@ from typing import Any
 
 from etcd_runbook.names import ANN_DEFRAGMENTED, ANN_SPACE_FULL
 from etcd_runbook.rules.cluster.common import (
+    PlanError,
     _meta,
     _refusal,
     annotations_of,
     format_bytes,
     member_index,
+    parse_quantity,
 )
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.spec import quota_limit
@@ -38,6 +40,12 @@ from etcd_runbook.rules.cluster.spec import quota_limit
 SPACE_MARGIN = 10.0
 
 IDLE: dict[str, Any] = {"action": "", "members": [], "why": ""}
+
+# An alarm changes no Kubernetes object, so nothing queues a run when one is raised: a cluster
+# under pressure (an alarm raised, or a member's database at half its quota or more) is looked
+# at again this often, and any other at the watcher's full-run interval (10 minutes).
+SPACE_RECHECK = 30
+PRESSURE_PERCENT = 50
 
 # What other runbooks of this cluster do in this run, by the plan's keys: space work waits.
 _OTHERS = {
@@ -55,6 +63,20 @@ _OTHERS = {
     "settle_marks": "a rolled member is settling",
     "upgrade_backup": "an upgrade's snapshot is being asked for",
 }
+
+
+def space_recheck(o: _Observed) -> float | None:
+    """When to look again for space's sake (SPACE_RECHECK), None when the cluster is under no
+    pressure."""
+    if o.info.get("alarms"):
+        return float(SPACE_RECHECK)
+    largest = max(
+        (int(s.get("db_size") or 0) for s in o.info.get("status") or [] if s.get("healthy")),
+        default=0,
+    )
+    if largest * 100 >= PRESSURE_PERCENT * o.spec["quota_bytes"]:
+        return float(SPACE_RECHECK)
+    return None
 
 
 def member_sizes(o: _Observed) -> list[dict[str, Any]]:
@@ -202,7 +224,14 @@ def _not_now(o: _Observed, d: Decided) -> str:
 
 def plan_space(o: _Observed, d: Decided) -> Decided:
     """This run's space work (`space`: its action, members in order, why), the CORRUPT
-    members (`corrupt`, which halt everything: plan_corrupt_hold) and the refusals."""
+    members (`corrupt`, which halt everything: plan_corrupt_hold), the refusals, and for a
+    person's run (space_by_hand) each member's sizes and why no member may be defragmented
+    now (`space_sizes`, `space_blocked`)."""
+    seen = {"space_sizes": member_sizes(o), "space_blocked": _not_now(o, d)}
+    return {**_space(o, d), **seen}
+
+
+def _space(o: _Observed, d: Decided) -> Decided:
     if o.hands_off or not d.get("spec_ok", True):
         return {"space": IDLE, "corrupt": []}
     alarms = o.info.get("alarms") or []
@@ -283,6 +312,59 @@ def _plan_nospace(
     }
 
 
+def space_by_hand(plan: dict[str, Any], asked: list[str], min_reclaim: str) -> dict[str, Any]:
+    """A person's defragmentation (playbooks/etcd-defrag.yml), as plan_space would carry it
+    out: under NOSPACE, the operator's recovery; else the members asked (every voting member
+    when none is named) that would reclaim at least `min_reclaim` (spec.defragmentation's
+    when ''), followers first, the leader last. `refused` says why nothing may be done."""
+    refused = {**IDLE, "refused": ""}
+    if plan["corrupt"]:
+        return {**refused, "refused": f"a CORRUPT alarm is raised on {', '.join(plan['corrupt'])}"}
+    if plan["space"]["action"] == "nospace":
+        return {**plan["space"], "refused": ""}
+    if plan["space_blocked"]:
+        return {**refused, "refused": f"not now: {plan['space_blocked']}"}
+    sizes = {m["name"]: m for m in plan["space_sizes"] if not m["learner"]}
+    unknown = [n for n in asked if n not in sizes]
+    if unknown:
+        return {
+            **refused,
+            "refused": f"{', '.join(unknown)} is no voting member of {plan['name']} (members: "
+            f"{', '.join(sorted(sizes))})",
+        }
+    try:
+        least = (
+            parse_quantity(min_reclaim)
+            if min_reclaim
+            else plan["spec"]["defragmentation"]["min_reclaim"]
+        )
+    except PlanError:
+        return {
+            **refused,
+            "refused": f"min_reclaim must be a quantity such as 64Mi, got {min_reclaim!r}",
+        }
+    chosen, skipped = [], []
+    for name in asked or sorted(sizes):
+        free = max(0, (sizes[name]["db_size"] or 0) - (sizes[name]["db_size_in_use"] or 0))
+        if free >= least and free > 0:
+            chosen.append(name)
+        else:
+            skipped.append(
+                f"{name} would reclaim only {format_bytes(free)} "
+                f"(min_reclaim {format_bytes(least)})"
+            )
+    order = defrag_order(chosen, plan["leader"])
+    why = (
+        f"defragmenting {', '.join(order)} by hand, one at a time, the leader last" if order else ""
+    )
+    return {
+        "action": "defragment" if order else "",
+        "members": order,
+        "why": "; ".join([why, *skipped]).strip("; "),
+        "refused": "",
+    }
+
+
 def plan_corrupt_hold(o: _Observed, d: Decided) -> Decided:
     """A CORRUPT alarm: no runbook acts on the cluster (its Pods that run keep running)."""
     if not d["corrupt"]:
@@ -347,19 +429,19 @@ def defrag_events(results: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def nospace_verdict(
-    results: list[dict[str, Any]], plan: dict[str, Any], namespace: str
+    results: list[dict[str, Any]], space: dict[str, Any], spec: dict[str, Any], namespace: str
 ) -> dict[str, Any]:
-    """space_verdict of the sizes the defragmentations left, with the claim patches that
-    record a full database (`records`, empty when the alarm may be disarmed)."""
+    """space_verdict of the sizes the defragmentations of `space` (the run's space work) left,
+    with the claim patches that record a full database (`records`, empty when the alarm may
+    be disarmed)."""
     sizes = [{"name": s["name"], "db_size": s["db_size_after"]} for s in _defragmented(results)]
-    spec = plan["spec"]
     verdict = space_verdict(
-        sizes, spec["quota_bytes"], spec["volume_bytes"], int(plan["space"].get("revision", 0))
+        sizes, spec["quota_bytes"], spec["volume_bytes"], int(space.get("revision", 0))
     )
     records = (
         [
             _claim_patch(namespace, name, ANN_SPACE_FULL, verdict["record"])
-            for name in plan["space"]["members"]
+            for name in space["members"]
         ]
         if verdict["record"]
         else []

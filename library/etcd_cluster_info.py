@@ -143,7 +143,9 @@ status:
       type: str
       sample: https://example-0.example.prod.svc.cluster.local:2379
     healthy:
-      description: Answered, no errors, and a leader is known.
+      description: >-
+        Answered, a leader is known, and no error but a raised NOSPACE alarm (a member under
+        NOSPACE still serves reads, deletes and maintenance; the alarm is in RV(alarms)).
       type: bool
       sample: true
     member_id:

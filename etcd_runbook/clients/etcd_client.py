@@ -78,6 +78,9 @@ DOWNGRADE_ACTIONS = ("validate", "enable", "cancel")
 # Set while a survey asks every endpoint for its own answer: their cluster IDs are data then.
 _SURVEY: contextvars.ContextVar[bool] = contextvars.ContextVar("etcd_survey", default=False)
 
+# How etcd lists a raised NOSPACE alarm among a member's Status errors.
+NOSPACE_ERROR = "alarm:NOSPACE"
+
 
 @contextlib.contextmanager
 def _surveying(on: bool = True) -> Iterator[None]:
@@ -204,9 +207,12 @@ class EndpointClient:
         services = await self._open()
         response = await services.maintenance.status(timeout=timeout, max_attempts=1)
         errors = list(response.errors)
+        # A raised NOSPACE alarm is listed among the errors of every member, yet each still
+        # answers, follows its leader and serves reads, deletes and the cure (compact,
+        # defragment, disarm): healthy, the alarm said apart (alarms). Any other error is not.
         return EndpointStatus(
             endpoint=self.url,
-            healthy=not errors and response.leader != 0,
+            healthy=response.leader != 0 and all(NOSPACE_ERROR in e for e in errors),
             member_id=member_id_hex(response.header.member_id),
             cluster_id=member_id_hex(response.header.cluster_id),
             version=response.version,

@@ -14,10 +14,9 @@ from typing import Any
 from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import Member, describe
 from etcd_runbook.clients.etcd_errors import EtcdRefusedError
-from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 from etcd_runbook.operations.etcd_leadership import transfer_leadership
 from etcd_runbook.operations.etcd_maintenance_ops import (
-    maintenance_health,
     member_endpoint,
     require_healthy,
     wait_healthy,
@@ -102,9 +101,9 @@ def run_defrag(
         if leader_away and step.member.id == health.leader_id:
             target = transferee(health, step.member, done)
             if target is not None:
-                transfer_leadership(client, health, target, wait_timeout, maintenance_health)
+                transfer_leadership(client, health, target, wait_timeout)
                 step.leader_moved_to = target.name
-                health = maintenance_health(client)
+                health = cluster_health(client)
         endpoint = member_endpoint(client, health, step.member)
         step.started_at = time.time()
         endpoint.defragment(timeout=defrag_timeout)

@@ -7,7 +7,6 @@ member still following the old one would forward a request to it)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from etcd_runbook.clients.etcd_client import EtcdClient
 from etcd_runbook.clients.etcd_common import Member, describe
@@ -26,10 +25,9 @@ def transfer_leadership(
     health: ClusterHealth,
     target: Member,
     timeout: float,
-    look: Callable[[EtcdClient], ClusterHealth] = cluster_health,
 ) -> None:
     """Hand leadership to `target` and wait up to `timeout` s until every healthy member
-    follows it (`look` judges health, so maintenance can count NOSPACE members healthy)."""
+    follows it."""
     leader = health.leader
     if leader is None:
         raise EtcdModuleError(
@@ -50,7 +48,7 @@ def transfer_leadership(
         )
     deadline = time.monotonic() + timeout
     while True:
-        now = look(client)
+        now = cluster_health(client)
         if now.leader_id == target.id and all(
             s.leader == target.id for s in now.member_status.values() if s.healthy
         ):

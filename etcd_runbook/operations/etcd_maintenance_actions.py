@@ -16,11 +16,10 @@ from etcd_runbook.clients.etcd_errors import (
     EtcdServerError,
 )
 from etcd_runbook.operations.etcd_defrag import plan_defrag, run_defrag
-from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 from etcd_runbook.operations.etcd_leadership import transfer_leadership
 from etcd_runbook.operations.etcd_maintenance_ops import (
     compacted_revision,
-    maintenance_health,
     member_endpoint,
     require_healthy,
     resolve_member,
@@ -43,7 +42,7 @@ def _leader_endpoint(client: EtcdClient, health: ClusterHealth) -> EndpointClien
 
 
 def defragment(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = maintenance_health(client)
+    health = cluster_health(client)
     only = resolve_member(health, params["member"]) if params["member"] else None
     corrupt = any(alarm.alarm == "CORRUPT" for alarm in client.alarms())
     plan = plan_defrag(health, only, corrupt)
@@ -83,7 +82,7 @@ def defragment(client: EtcdClient, params: Params, check: bool) -> dict[str, Any
 
 
 def compact(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = maintenance_health(client)
+    health = cluster_health(client)
     endpoint = _leader_endpoint(client, health)
     current = client.current_revision()
     if params["keep"] is not None:
@@ -127,7 +126,7 @@ def compact(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
 
 
 def move_leader(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]:
-    health = maintenance_health(client)
+    health = cluster_health(client)
     target = resolve_member(health, params["to"])
     if target.is_learner:
         raise EtcdRefusedError(
@@ -145,7 +144,7 @@ def move_leader(client: EtcdClient, params: Params, check: bool) -> dict[str, An
         message = f"{describe(target)} is already the leader; nothing to do"
         return {**result, "changed": False, "leader": target.name, "msg": message}
     if not check:
-        transfer_leadership(client, health, target, params["wait_timeout"], maintenance_health)
+        transfer_leadership(client, health, target, params["wait_timeout"])
     verb = "would move" if check else "moved"
     message = f"{verb} leadership from {describe(leader)} to {describe(target)}"
     return {**result, "changed": True, "leader": target.name, "msg": message}
@@ -178,7 +177,7 @@ def disarm_alarms(client: EtcdClient, params: Params, check: bool) -> dict[str, 
     unknown = [a for a in alarms if a.alarm != "NOSPACE"]
     if unknown:
         raise EtcdRefusedError(f"refusing to disarm alarms of unknown kind: {unknown}")
-    health = maintenance_health(client)
+    health = cluster_health(client)
     quota = _check_space(client, health, params)
     result["quota"] = quota
     if check:
@@ -245,7 +244,7 @@ def downgrade(client: EtcdClient, params: Params, check: bool) -> dict[str, Any]
     action = params["downgrade_action"]
     major, minor = _minor(params["target_version"], "target_version")
     target = f"{major}.{minor}.0"
-    health = maintenance_health(client)
+    health = cluster_health(client)
     require_healthy(health, f"downgrade {action}")
     versions = {s.version for s in health.member_status.values() if s.version}
     oldest = min((_minor(v, "server version") for v in versions), default=(0, 0))

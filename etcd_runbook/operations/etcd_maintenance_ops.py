@@ -8,14 +8,12 @@ error translation as every other call.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from etcd_runbook.clients.etcd_client import EndpointClient, EtcdClient
-from etcd_runbook.clients.etcd_common import EndpointStatus, Member, describe, normalize_url
+from etcd_runbook.clients.etcd_common import Member, describe, normalize_url
 from etcd_runbook.clients.etcd_errors import (
     EtcdInputError,
     EtcdModuleError,
@@ -25,34 +23,6 @@ from etcd_runbook.clients.etcd_errors import (
 from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 
 HEALTH_POLL_SECONDS = 0.5
-# How etcd lists a raised alarm among a member's Status errors.
-NOSPACE_ERROR = "alarm:NOSPACE"
-
-
-def _judged(status: EndpointStatus) -> EndpointStatus:
-    """A member whose only complaint is a NOSPACE alarm still serves maintenance: the cure
-    (compact, defragment, disarm) needs it, so it counts as healthy here."""
-    if (
-        not status.healthy
-        and status.member_id is not None
-        and status.leader is not None
-        and status.errors
-        and all(NOSPACE_ERROR in error for error in status.errors)
-    ):
-        return dataclasses.replace(status, healthy=True)
-    return status
-
-
-def maintenance_health(client: EtcdClient) -> ClusterHealth:
-    """`cluster_health`, with NOSPACE-only members judged healthy (see `_judged`)."""
-    health = cluster_health(client)
-    health.statuses = [_judged(s) for s in health.statuses]
-    health.member_status = {k: _judged(v) for k, v in health.member_status.items()}
-    votes = Counter(
-        s.leader for s in health.member_status.values() if s.healthy and s.leader is not None
-    )
-    health.leader_id = votes.most_common(1)[0][0] if votes else None
-    return health
 
 
 def resolve_member(health: ClusterHealth, ref: str) -> Member:
@@ -117,7 +87,7 @@ def wait_healthy(
     """Poll until `require_healthy` passes; raise its refusal when `timeout` runs out."""
     deadline = time.monotonic() + timeout
     while True:
-        health = maintenance_health(client)
+        health = cluster_health(client)
         try:
             require_healthy(health, operation, allow_learners=allow_learners)
             return health

@@ -20,9 +20,8 @@ from etcd_runbook.clients.etcd_s3 import SnapshotStore
 from etcd_runbook.clients.etcd_snapshot_io import SnapshotFile, save_atomically, verify_file
 from etcd_runbook.clients.etcd_snapshot_stream import stream_snapshot
 from etcd_runbook.clients.etcd_snapshot_tool import SnapshotTool, find_tool
-from etcd_runbook.operations.etcd_health import ClusterHealth
+from etcd_runbook.operations.etcd_health import ClusterHealth, cluster_health
 from etcd_runbook.operations.etcd_maintenance_ops import (
-    maintenance_health,
     member_endpoint,
     read_revision,
     resolve_member,
@@ -172,7 +171,7 @@ def save_snapshot(params: Params, store: Store | None, check_mode: bool) -> dict
     if not params["endpoints"]:
         raise EtcdInputError("state=saved needs endpoints")
     with EtcdClient(ConnectionParams.from_module_params(params)) as client:
-        health = maintenance_health(client)
+        health = cluster_health(client)
         member = snapshot_member(health, params["member"])
         endpoint = member_endpoint(client, health, member)
         revision = read_revision(endpoint)

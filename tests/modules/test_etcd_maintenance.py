@@ -173,6 +173,11 @@ def test_nospace_alarm_disarmed_only_after_compact_and_defrag(tmp_path, version)
         quota: dict[str, Any] = {"quota_backend_bytes": QUOTA}
         alarms = json.loads(c.etcdctl("alarm", "list", "-w", "json").stdout).get("alarms")
         assert alarms and alarms[0]["alarm"] == 1, alarms
+        # Under NOSPACE the member still answers and follows its leader: healthy, the alarm
+        # said apart (a cluster runbook that read it as down reported quorum lost).
+        info = run_module("etcd_cluster_info", c.module_args())
+        assert info["healthy"] and info["quorum"]["ok"], info
+        assert [a["alarm"] for a in info["alarms"]] == ["NOSPACE"], info["alarms"]
 
         full = maintenance(c, action="disarm_alarms", **quota)
         assert full["failed"] and full["reason"] == "StillFull", full

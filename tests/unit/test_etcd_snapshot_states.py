@@ -89,7 +89,7 @@ def etcd(monkeypatch):
 
     monkeypatch.setattr(save, "EtcdClient", Client)
     monkeypatch.setattr(save, "ConnectionParams", SimpleNamespace(from_module_params=repr))
-    monkeypatch.setattr(save, "maintenance_health", lambda client: fake.health)
+    monkeypatch.setattr(save, "cluster_health", lambda client: fake.health)
     monkeypatch.setattr(
         save, "member_endpoint", lambda c, h, m: SimpleNamespace(url=m.client_urls[0])
     )

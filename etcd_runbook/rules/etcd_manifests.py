@@ -34,6 +34,8 @@ from etcd_runbook.names import (
     LABEL_VOTER,
     MEMBER_DATA_DIR,
 )
+from etcd_runbook.rules.cluster.common import version_tuple
+from etcd_runbook.rules.cluster.spec import FEATURE_GATES
 from etcd_runbook.rules.etcd_restore_plan import recovery_job
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
@@ -172,7 +174,7 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
     pod = spec["pod"]
     version = p["versions"].get(member, spec["version"])
     voter = ((claim.get("metadata") or {}).get("labels") or {}).get(LABEL_VOTER, "true")
-    args = _etcd_args(p, member, claim)
+    args = _etcd_args(p, member, claim, version)
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": f"{member}-data"}}
@@ -215,7 +217,7 @@ def member_pod(p: dict[str, Any], member: str, claim: dict[str, Any]) -> dict[st
     }
 
 
-def _etcd_args(p: dict[str, Any], member: str, claim: dict[str, Any]) -> list[str]:
+def _etcd_args(p: dict[str, Any], member: str, claim: dict[str, Any], version: str) -> list[str]:
     """etcd's flags for the member: its URLs by its stable DNS name, and how it starts as
     its claim's record says (a new cluster, or joining an existing one)."""
     spec = p["spec"]
@@ -233,9 +235,40 @@ def _etcd_args(p: dict[str, Any], member: str, claim: dict[str, Any]) -> list[st
         f"--initial-cluster={record[ANN_INITIAL_CLUSTER]}",
         f"--initial-cluster-state={record[ANN_INITIAL_STATE]}",
         f"--initial-cluster-token={token(p)}",
-        "--auto-compaction-mode=periodic",
-        f"--auto-compaction-retention={p['auto_compaction_retention']}",
         f"--quota-backend-bytes={spec['quota_bytes']}",
+        *settings_args(p, version),
+    ]
+
+
+def settings_args(p: dict[str, Any], version: str) -> list[str]:
+    """etcd's flags from spec.etcd (spec.py checked them), only those set: etcd's defaults
+    otherwise; auto-compaction always (the operator's retention unless the spec sets one).
+    Feature gates as the member's version spells them: --feature-gates from 3.6, the
+    experimental flag each was before."""
+    settings = p["spec"]["etcd"]
+    mode = settings["auto_compaction_mode"]
+    retention = settings["auto_compaction_retention"] or p["auto_compaction_retention"]
+    args = [f"--auto-compaction-mode={mode}", f"--auto-compaction-retention={retention}"]
+    flags = (
+        ("--heartbeat-interval", "heartbeat_ms"),
+        ("--election-timeout", "election_ms"),
+        ("--snapshot-count", "snapshot_count"),
+        ("--max-request-bytes", "max_request_bytes"),
+        ("--max-txn-ops", "max_txn_ops"),
+        ("--log-level", "log_level"),
+    )
+    args += [f"{flag}={settings[key]}" for flag, key in flags if settings[key] is not None]
+    gates = settings["feature_gates"]
+    if not gates:
+        return args
+    if version_tuple(version) >= (3, 6, 0):
+        listed = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+        return [*args, f"--feature-gates={listed}"]
+    minor = ".".join(version.split(".")[:2])
+    return args + [
+        f"{FEATURE_GATES[name][minor]}={str(on).lower()}"
+        for name, on in sorted(gates.items())
+        if minor in FEATURE_GATES[name]
     ]
 
 

@@ -78,6 +78,39 @@ def refused(proc) -> str:
             {"storage": {"quotaBackendBytes": "2GB"}},
             "spec.storage.quotaBackendBytes: Invalid value",
         ),
+        (
+            {"storage": {"size": "1Gi", "quotaBackendBytes": "321Mi"}},
+            "spec.storage.quotaBackendBytes must be 64Mi to 8Gi and fit the volume",
+        ),
+        (
+            {"storage": {"size": "1Gi", "quotaBackendBytes": "32Mi"}},
+            "spec.storage.quotaBackendBytes must be 64Mi to 8Gi",
+        ),
+        (
+            {"defragmentation": {"minReclaim": "lots"}},
+            "spec.defragmentation.minReclaim must be a quantity of bytes such as 64Mi",
+        ),
+        (
+            {"defragmentation": {"memberTimeout": "0s"}},
+            "spec.defragmentation.memberTimeout must be a duration above zero",
+        ),
+        (
+            {"etcd": {"heartbeatInterval": 300, "electionTimeout": 1000}},
+            "spec.etcd.electionTimeout must be at least five heartbeats",
+        ),
+        (
+            {"etcd": {"autoCompactionMode": "revision"}},
+            "spec.etcd.autoCompactionMode revision needs spec.etcd.autoCompactionRetention",
+        ),
+        (
+            {"etcd": {"autoCompactionRetention": "10000"}},
+            "spec.etcd.autoCompactionRetention must be a duration such as 30m",
+        ),
+        (
+            {"etcd": {"maxRequestBytes": "1Gi"}},
+            "spec.etcd.maxRequestBytes must be a quantity from 1Ki to 64Mi",
+        ),
+        ({"etcd": {"logLevel": "loud"}}, 'spec.etcd.logLevel: Unsupported value: "loud"'),
         ({"pod": {"antiAffinity": "always"}}, 'spec.pod.antiAffinity: Unsupported value: "always"'),
         (
             {"tls": {"enabled": False, "secrets": {"peer": "p", "server": "s", "client": "c"}}},

@@ -66,6 +66,12 @@ def test_empty_spec_gets_every_default(schema):
         "storage": {"size": "1Gi"},
         "tls": {"enabled": True},
         "pod": {"antiAffinity": "preferred"},
+        "defragmentation": {
+            "enabled": True,
+            "freePercent": 50,
+            "minReclaim": "64Mi",
+            "memberTimeout": "10m",
+        },
         "paused": False,
     }
     assert validate(schema, defaulted) == []
@@ -184,7 +190,18 @@ def test_status_carries_the_role_contract(schema):
     for key in ("leader", "observedGeneration", "conditions", "selector"):
         assert key in status
     member = status["members"]["items"]["properties"]
-    assert set(member) == {"name", "id", "peerURL", "clientURL", "ready", "learner", "version"}
+    assert set(member) == {
+        "name",
+        "id",
+        "peerURL",
+        "clientURL",
+        "ready",
+        "learner",
+        "version",
+        "dbSize",
+        "dbSizeInUse",
+        "lastDefragmented",
+    }
     condition = status["conditions"]["items"]["properties"]
     assert set(condition) == {
         "type",

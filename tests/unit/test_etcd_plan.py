@@ -1987,6 +1987,7 @@ def test_a_pod_made_from_the_spec_that_cannot_run_is_said_outside_a_roll(status,
          ["spec.pod.tolerations"]),
         ({}, {"pod": {"priorityClassName": "high"}}, ["spec.pod.priorityClassName"]),
         ({}, {"storage": {"size": "1Gi", "quotaBackendBytes": "100Mi"}}, ["spec.storage"]),
+        ({}, {"etcd": {"heartbeatInterval": 50, "electionTimeout": 500}}, ["spec.etcd"]),
         # What cannot stop a Pod from running is not named.
         ({}, {"pod": {"labels": {"team": "a"}}}, []),
     ],

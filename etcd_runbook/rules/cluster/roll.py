@@ -27,6 +27,24 @@ def _quota_arg(container: dict[str, Any]) -> str:
     )
 
 
+# The flags spec.etcd sets (etcd_manifests.settings_args).
+_SETTINGS_FLAGS = (
+    "--auto-compaction-",
+    "--heartbeat-interval",
+    "--election-timeout",
+    "--snapshot-count",
+    "--max-request-bytes",
+    "--max-txn-ops",
+    "--log-level",
+    "--feature-gates",
+    "--experimental-",
+)
+
+
+def _settings_of(container: dict[str, Any]) -> list[str]:
+    return sorted(str(a) for a in container.get("args") or [] if str(a).startswith(_SETTINGS_FLAGS))
+
+
 def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]:
     """The spec fields a member Pod made from the spec now differs in from `old`, another
     member's Pod made from the spec before, as far as the Pods show them."""
@@ -59,6 +77,7 @@ def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]
             old_spec.get("priorityClassName"),
         ),
         ("spec.storage", _quota_arg(new_c), _quota_arg(old_c)),
+        ("spec.etcd", _settings_of(new_c), _settings_of(old_c)),
     ]
     return [field for field, now, before in compared if now != before]
 

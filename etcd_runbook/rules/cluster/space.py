@@ -209,7 +209,7 @@ def _not_now(o: _Observed, d: Decided) -> str:
             return what
     if d.get("settling") or d.get("halted") or d.get("upgrade_waiting"):
         return "a roll is under way"
-    if d.get("recover") or d.get("recovery"):
+    if d.get("recover"):
         return "a quorum recovery is under way"
     running = sorted(
         _meta(b).get("name", "")

@@ -347,6 +347,189 @@ def _defragmentation(spec: dict[str, Any], problems: list[dict[str, str]]) -> di
     }
 
 
+LOG_LEVELS = ("debug", "info", "warn", "error")
+# etcd's own bounds: an election timeout of at least five heartbeats (etcd refuses to start
+# otherwise) and at most 50 s.
+MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS = 10, 5000
+MAX_ELECTION_MS = 50000
+MAX_REQUEST_BYTES = 64 * MiB
+# The feature gates etcd 3.6 takes (--feature-gates), and the flag each was before 3.6, by
+# minor: a gate set in the spec is passed to each member as its version spells it.
+FEATURE_GATES: dict[str, dict[str, str]] = {
+    "InitialCorruptCheck": {
+        "3.4": "--experimental-initial-corrupt-check",
+        "3.5": "--experimental-initial-corrupt-check",
+    },
+    "CompactHashCheck": {"3.5": "--experimental-compact-hash-check-enabled"},
+    "LeaseCheckpoint": {
+        "3.4": "--experimental-enable-lease-checkpoint",
+        "3.5": "--experimental-enable-lease-checkpoint",
+    },
+    "StopGRPCServiceOnDefrag": {"3.5": "--experimental-stop-grpc-service-on-defrag"},
+    "TxnModeWriteWithSharedBuffer": {"3.5": "--experimental-txn-mode-write-with-shared-buffer"},
+}
+
+
+def _int_in(
+    asked: dict[str, Any], key: str, low: int, high: int, problems: list[dict[str, str]]
+) -> int | None:
+    """spec.etcd.<key> as an integer within [low, high], None when unset or refused."""
+    value = asked.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                f"spec.etcd.{key}",
+                f"spec.etcd.{key} must be a whole number from {low} to {high}, got {value!r}",
+            )
+        )
+        return None
+    return value
+
+
+def _retention(asked: dict[str, Any], mode: str, problems: list[dict[str, str]]) -> str | None:
+    """spec.etcd.autoCompactionRetention as etcd takes it for the mode: a duration (periodic)
+    or a number of revisions (revision); None when unset (the operator's default)."""
+    value = asked.get("autoCompactionRetention")
+    if value is None and mode == "periodic":
+        return None
+    text = "" if value is None else str(value).strip()
+    if mode == "revision":
+        ok = text.isdigit() and int(text) > 0
+        example = "a number of revisions to keep such as 10000"
+    else:
+        ok = bool(text) and _DURATION.match(text) is not None and (node_loss_seconds(text) or 0) > 0
+        example = "a duration above zero such as 30m or 1h"
+    if isinstance(value, bool) or not ok:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.etcd.autoCompactionRetention",
+                f"spec.etcd.autoCompactionRetention must be {example} with autoCompactionMode "
+                f"{mode}, got {value!r}",
+            )
+        )
+        return None
+    return text
+
+
+def _etcd_settings(
+    spec: dict[str, Any], version: str, problems: list[dict[str, str]]
+) -> dict[str, Any]:
+    """spec.etcd as the members' flags read it; a field that cannot be used is left out (etcd's
+    default) and its problem names it."""
+    asked = spec.get("etcd") or {}
+    mode = str(asked.get("autoCompactionMode") or "periodic")
+    if mode not in ("periodic", "revision"):
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.etcd.autoCompactionMode",
+                f"spec.etcd.autoCompactionMode must be periodic or revision, got {mode!r}",
+            )
+        )
+        mode = "periodic"
+    heartbeat = _int_in(asked, "heartbeatInterval", MIN_HEARTBEAT_MS, MAX_HEARTBEAT_MS, problems)
+    election = _int_in(asked, "electionTimeout", 5 * MIN_HEARTBEAT_MS, MAX_ELECTION_MS, problems)
+    if election is not None and election < 5 * (heartbeat or 100):
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.etcd.electionTimeout",
+                f"spec.etcd.electionTimeout ({election} ms) must be at least five heartbeats "
+                f"(spec.etcd.heartbeatInterval {heartbeat or 100} ms): etcd refuses to start",
+            )
+        )
+        election = None
+    max_request = asked.get("maxRequestBytes")
+    max_request_bytes = None
+    if max_request is not None:
+        try:
+            max_request_bytes = parse_quantity(max_request)
+        except PlanError:
+            max_request_bytes = -1
+        if not 1024 <= max_request_bytes <= MAX_REQUEST_BYTES:
+            problems.append(
+                _refusal(
+                    "InvalidSpec",
+                    "spec.etcd.maxRequestBytes",
+                    "spec.etcd.maxRequestBytes must be a quantity from 1Ki to "
+                    f"{format_bytes(MAX_REQUEST_BYTES)} such as 2Mi, got {max_request!r}",
+                )
+            )
+            max_request_bytes = None
+    log_level = asked.get("logLevel")
+    if log_level is not None and log_level not in LOG_LEVELS:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.etcd.logLevel",
+                f"spec.etcd.logLevel must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}",
+            )
+        )
+        log_level = None
+    retention = _retention(asked, mode, problems)
+    if mode == "revision" and retention is None:
+        # What a member runs with until the spec is mended: the operator's periodic default.
+        mode = "periodic"
+    return {
+        "auto_compaction_mode": mode,
+        "auto_compaction_retention": retention,
+        "heartbeat_ms": heartbeat,
+        "election_ms": election,
+        "snapshot_count": _int_in(asked, "snapshotCount", 100, 10_000_000, problems),
+        "max_request_bytes": max_request_bytes,
+        "max_txn_ops": _int_in(asked, "maxTxnOps", 1, 100_000, problems),
+        "log_level": log_level,
+        "feature_gates": _feature_gates(asked, version, problems),
+    }
+
+
+def _feature_gates(
+    asked: dict[str, Any], version: str, problems: list[dict[str, str]]
+) -> dict[str, bool]:
+    """spec.etcd.featureGates the version asked for can take (each minor from 3.6 on takes them
+    all; before, a gate needs the flag it was)."""
+    gates = asked.get("featureGates") or {}
+    if not isinstance(gates, dict):
+        gates = {"": gates}
+    kept = {}
+    minor = ".".join(version.split(".")[:2])
+    for name, enabled in sorted(gates.items()):
+        field = f"spec.etcd.featureGates.{name}"
+        if name not in FEATURE_GATES:
+            problems.append(
+                _refusal(
+                    "InvalidSpec",
+                    field,
+                    f"{field}: not a feature gate this operator knows (known: "
+                    f"{', '.join(FEATURE_GATES)})",
+                )
+            )
+        elif not isinstance(enabled, bool):
+            problems.append(
+                _refusal("InvalidSpec", field, f"{field} must be true or false, got {enabled!r}")
+            )
+        elif (
+            not version_problem(version)
+            and version_tuple(version) < (3, 6, 0)
+            and (minor not in FEATURE_GATES[name])
+        ):
+            problems.append(
+                _refusal(
+                    "InvalidSpec",
+                    field,
+                    f"{field}: etcd {minor} has no such feature (it came with "
+                    f"{min(FEATURE_GATES[name]) if FEATURE_GATES[name] else '3.6'})",
+                )
+            )
+        else:
+            kept[name] = enabled
+    return kept
+
+
 def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """The EtcdCluster's spec with its defaults, the problems that make it unusable (each
     names its field) and the warnings worth an Event."""
@@ -372,6 +555,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     pod = spec.get("pod") or {}
     node_loss, min_ready = _timings(spec, problems)
     defragmentation = _defragmentation(spec, problems)
+    settings = _etcd_settings(spec, version, problems)
     refused = not_allowed(spec, options)
     problems.extend(refused)
     warning = _size_warning(size)
@@ -401,6 +585,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
         "node_loss_timeout": node_loss,
         "min_ready_seconds": min_ready,
         "defragmentation": defragmentation,
+        "etcd": settings,
         "paused": bool(spec.get("paused", False)),
         "problems": problems,
         "warnings": [warning] if warning else [],
@@ -416,6 +601,7 @@ def pod_hash(spec: dict[str, Any], version: str) -> str:
             "image": f"{spec['repository']}:v{version}",
             "pod": spec["pod"],
             "quota": spec["quota_bytes"],
+            "etcd": spec["etcd"],
             "tls": spec["tls"],
             "secrets": [spec["secrets"]["peer"], spec["secrets"]["server"]],
         }

@@ -148,6 +148,12 @@ def test_empty_spec_gets_the_defaults(crd, k8s_namespace):
         "storage": {"size": "1Gi"},
         "tls": {"enabled": True},
         "pod": {"antiAffinity": "preferred"},
+        "defragmentation": {
+            "enabled": True,
+            "freePercent": 50,
+            "minReclaim": "64Mi",
+            "memberTimeout": "10m",
+        },
         "paused": True,
     }
 

@@ -161,13 +161,29 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     assert value_digest(k8s, ns, "base/33") == hashlib.sha256(value_of(33).encode()).hexdigest()
 
     # 3. NOSPACE raised by live data: said with the figures, and not retried at that revision.
-    fill(k8s, ns, lambda n: f"live/{n}")
-
+    # The first NOSPACE of new keys may still leave the 10% a disarm needs once the history is
+    # compacted (then it is recovered, rightly): the writes go on until it does not.
     def full() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", NAME)
         return obj if condition(obj, "Degraded").get("reason") == "DatabaseFull" else {}
 
-    obj = k8s.wait_for(full, timeout=RECOVERY_TIMEOUT, interval=3, what="DatabaseFull")
+    def recoveries() -> int:
+        return sum(int(e.get("count") or 1) for e in events(k8s, ns, "NoSpaceRecovered"))
+
+    def full_or_recovered(before: int) -> bool:
+        return bool(full()) or recoveries() > before
+
+    obj = {}
+    for round_ in range(4):
+        before = recoveries()
+        fill(k8s, ns, lambda n, r=round_: f"live/{r}/{n}")
+        k8s.wait_for(
+            lambda: full_or_recovered(before),  # noqa: B023  # waited for within the round
+            timeout=RECOVERY_TIMEOUT, interval=3, what="DatabaseFull or recovered",
+        )  # fmt: skip
+        if obj := full():
+            break
+    assert obj, said(get(k8s, ns, "etcd", NAME)["status"])
     message = condition(obj, "Degraded")["message"]
     assert "live data fills the backend quota" in message and "64Mi quota" in message, message
     assert "quotaBackendBytes up to" in message, message

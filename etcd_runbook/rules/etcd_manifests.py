@@ -264,6 +264,8 @@ def settings_args(p: dict[str, Any], version: str) -> list[str]:
     if version_tuple(version) >= (3, 6, 0):
         listed = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
         return [*args, f"--feature-gates={listed}"]
+    # A member still on an older minor than the spec's (an upgrade under way) gets only the
+    # gates its version has a flag for; the spec's version was checked to have them all.
     minor = ".".join(version.split(".")[:2])
     return args + [
         f"{FEATURE_GATES[name][minor]}={str(on).lower()}"

@@ -103,6 +103,7 @@ def test_settings_become_the_member_s_flags(version: str, etcd: dict, args: list
         ({"maxTxnOps": 0}, "spec.etcd.maxTxnOps", "from 1 to 100000"),
         ({"logLevel": "loud"}, "spec.etcd.logLevel", "debug, info, warn, error"),
         ({"featureGates": {"Warp": True}}, "spec.etcd.featureGates.Warp", "not a feature gate"),
+        ({"featureGates": ["InitialCorruptCheck"]}, "spec.etcd.featureGates", "map gate names"),
         (
             {"featureGates": {"InitialCorruptCheck": "yes"}},
             "spec.etcd.featureGates.InitialCorruptCheck",

@@ -235,6 +235,12 @@ class _Observed:
         )
         self.spec = normalize_spec(self.obj, self.options)
         self.backups = list(facts.get("backups") or [])
+        # The EtcdBackups that save this cluster (spec.clusterName), not being deleted.
+        self.own_backups = [
+            b
+            for b in self.backups
+            if (b.get("spec") or {}).get("clusterName") == self.name and not _deleting(b)
+        ]
         pods_list = list(facts.get("pods") or [])
         claims_list = list(facts.get("claims") or [])
         self.pods = {_member_of(p): p for p in pods_list}

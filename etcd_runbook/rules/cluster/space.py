@@ -213,9 +213,8 @@ def _not_now(o: _Observed, d: Decided) -> str:
         return "a quorum recovery is under way"
     running = sorted(
         _meta(b).get("name", "")
-        for b in o.backups
-        if (b.get("spec") or {}).get("clusterName") == o.name
-        and (b.get("status") or {}).get("phase") == "Running"
+        for b in o.own_backups
+        if (b.get("status") or {}).get("phase") == "Running"
     )
     if running:
         return f"EtcdBackup {', '.join(running)} is taking a snapshot"

@@ -494,7 +494,14 @@ def _feature_gates(
     all; before, a gate needs the flag it was)."""
     gates = asked.get("featureGates") or {}
     if not isinstance(gates, dict):
-        gates = {"": gates}
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.etcd.featureGates",
+                f"spec.etcd.featureGates must map gate names to true or false, got {gates!r}",
+            )
+        )
+        return {}
     kept = {}
     minor = ".".join(version.split(".")[:2])
     for name, enabled in sorted(gates.items()):

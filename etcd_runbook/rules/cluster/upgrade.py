@@ -66,19 +66,11 @@ def _minor_of(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def _backups_of(o: _Observed) -> list[dict[str, Any]]:
-    return [
-        b
-        for b in o.backups
-        if (b.get("spec") or {}).get("clusterName") == o.name and not _deleting(b)
-    ]
-
-
 def upgrade_snapshot(o: _Observed) -> dict[str, Any]:
     """The verified snapshot taken before the upgrade to the spec's minor, as status records
     it; empty when there is none."""
     minor = _minor_of(o.spec["version"])
-    for backup in _backups_of(o):
+    for backup in o.own_backups:
         if labels_of(backup).get(LABEL_BEFORE_UPGRADE) != minor:
             continue
         last = (backup.get("status") or {}).get("lastSnapshot") or {}
@@ -172,7 +164,7 @@ def _upgrade_gate(
     sources = sorted(
         (
             b
-            for b in _backups_of(o)
+            for b in o.own_backups
             if LABEL_BEFORE_UPGRADE not in labels_of(b)
             and (((b.get("spec") or {}).get("destination") or {}).keys() & {"s3", "volume"})
         ),

@@ -29,6 +29,7 @@ BENCHMARKS = {
     "node-loss": "bench.node_loss",
     "many": "bench.many_clusters",
     "etcd": "bench.etcd_benchmark",
+    "defrag": "bench.defrag",
 }
 
 

@@ -11,6 +11,7 @@ kubernetes.core.k8s.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from etcd_runbook.names import (
@@ -34,7 +35,7 @@ from etcd_runbook.names import (
     LABEL_VOTER,
     MEMBER_DATA_DIR,
 )
-from etcd_runbook.rules.cluster.common import version_tuple
+from etcd_runbook.rules.cluster.common import PlanError, parse_quantity, version_tuple
 from etcd_runbook.rules.cluster.spec import FEATURE_GATES
 from etcd_runbook.rules.etcd_restore_plan import recovery_job
 
@@ -336,7 +337,42 @@ def _etcd_container(
     }
     if spec["pod"]["resources"]:
         container["resources"] = spec["pod"]["resources"]
+        if env := go_runtime_env(spec["pod"]["resources"]):
+            container["env"] = env
     return container
+
+
+def go_runtime_env(resources: dict[str, Any]) -> list[dict[str, str]]:
+    """GOMAXPROCS and GOMEMLIMIT from the container's limits. Go sizes its threads to the
+    node's cores and collects garbage against no bound: a member limited to one CPU on a large
+    node is throttled across many threads, and one limited in memory is killed before its
+    collector works harder. GOMAXPROCS is the CPU limit rounded up; GOMEMLIMIT 90% of the
+    memory limit, room for what Go's heap does not count. A limit that is not set, or cannot
+    be read, sets nothing."""
+    limits = resources.get("limits") or {}
+    env = []
+    cpu = _cpu_cores(limits.get("cpu"))
+    if cpu is not None:
+        env.append({"name": "GOMAXPROCS", "value": str(max(1, math.ceil(cpu)))})
+    try:
+        memory = parse_quantity(limits["memory"]) if "memory" in limits else None
+    except PlanError:
+        memory = None
+    if memory:
+        env.append({"name": "GOMEMLIMIT", "value": str(memory * 9 // 10)})
+    return env
+
+
+def _cpu_cores(value: Any) -> float | None:
+    """A CPU quantity ("500m", "2", 1.5) in cores; None when unset or unreadable."""
+    if value is None or isinstance(value, bool):
+        return None
+    text = str(value).strip()
+    try:
+        cores = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+    return cores if cores > 0 else None
 
 
 def _member_pod_spec(

@@ -206,8 +206,9 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     assert not put_stdin(k8s, ns, "after-full", "writes again")
     wait_available(k8s, ns, NAME, 3, timeout=120)
 
-    # 5. etcd's settings from the spec: a change rolls the members one at a time, the leader
-    # last after leadership moved away; each member then runs with the flags.
+    # 5. etcd's settings from the spec, and limits: one change rolls the members one at a time,
+    # the leader last after leadership moved away; each member then runs with the flags, and
+    # Go's runtime sized to the limits.
     settings: dict[str, Any] = {
         "snapshotCount": 5000,
         "logLevel": "warn",
@@ -216,7 +217,10 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     }
     k8s.kubectl(
         "-n", ns, "patch", "etcd", NAME, "--type=merge",
-        "-p", json.dumps({"spec": {"etcd": settings}}),
+        "-p", json.dumps({"spec": {
+            "etcd": settings,
+            "pod": {"resources": {"limits": {"cpu": "1500m", "memory": "512Mi"}}},
+        }}),
     )  # fmt: skip
     wanted = {
         "--snapshot-count=5000",
@@ -225,10 +229,17 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
         "--feature-gates=InitialCorruptCheck=true",
     }
 
+    go_env = [
+        {"name": "GOMAXPROCS", "value": "2"},
+        {"name": "GOMEMLIMIT", "value": str(512 * 1024**2 * 9 // 10)},
+    ]
+
     def rolled() -> bool:
         members = pods(k8s, ns, NAME)
         return len(members) == 3 and all(
-            wanted <= set(p["spec"]["containers"][0]["args"]) for p in members
+            wanted <= set(p["spec"]["containers"][0]["args"])
+            and p["spec"]["containers"][0].get("env") == go_env
+            for p in members
         )
 
     k8s.wait_for(rolled, timeout=600, interval=5, what="every member on the new settings")

@@ -335,3 +335,26 @@ def test_the_ca_secret_is_put_back_from_a_certificate_the_members_trust():
         == em.tls_secrets(p, {"ca": {}}, ["ca"])[0]["metadata"]["labels"]
     )
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("resources", "env"),
+    [
+        ({}, []),
+        ({"requests": {"cpu": "2", "memory": "1Gi"}}, []),
+        (
+            {"limits": {"cpu": "500m", "memory": "1Gi"}},
+            [
+                {"name": "GOMAXPROCS", "value": "1"},
+                {"name": "GOMEMLIMIT", "value": str(1024**3 * 9 // 10)},
+            ],
+        ),
+        ({"limits": {"cpu": "2500m"}}, [{"name": "GOMAXPROCS", "value": "3"}]),
+        ({"limits": {"cpu": 4}}, [{"name": "GOMAXPROCS", "value": "4"}]),
+        ({"limits": {"memory": "512Mi"}}, [{"name": "GOMEMLIMIT", "value": str(483183820)}]),
+        # Unreadable limits set nothing (the API server would not have taken them).
+        ({"limits": {"cpu": "lots", "memory": "much"}}, []),
+    ],
+)
+def test_go_runtime_follows_the_limits(resources: dict, env: list) -> None:
+    assert em.go_runtime_env(resources) == env

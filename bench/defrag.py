@@ -31,7 +31,7 @@ from etcd3aio._protobuf import (
     StatusRequest,
 )
 
-from bench.harness.etcd_member import Member, running_member
+from bench.harness.etcd_member import Member, fill, running_member
 from bench.harness.report import command, finish, median, parse_args, row, trials_row
 from testbed.ansible_adhoc import run_module
 from testbed.host import etcd_bin_dir
@@ -47,26 +47,24 @@ def sizes(member: Member) -> tuple[int, int]:
 
 
 def fragment(member: Member, size_mb: int, value_kb: int, time_limit: float) -> tuple[int, int]:
-    """Fill to size_mb with distinct keys, delete three of four, compact; (size, in use)."""
-    value = os.urandom(value_kb * 1000)
-    deadline = time.monotonic() + time_limit
+    """Fill to size_mb with distinct keys (the harness's fill), delete three keys of four,
+    compact; (size, in use)."""
+    fill(member, size_mb * 1024**2, value_kb * 1000, time_limit)
     with grpc.insecure_channel(member.target) as channel:
-        kv, maintenance = KVStub(channel), MaintenanceStub(channel)
-        count = 0
-        while time.monotonic() < deadline:
-            for _ in range(20):
-                # Rotated, so bbolt cannot share pages between keys.
-                payload = value[count % 997 :] + value[: count % 997]
-                kv.Put(PutRequest(key=b"frag/%08d" % count, value=payload), timeout=30)
-                count += 1
-            if int(maintenance.Status(StatusRequest(), timeout=10).dbSize) >= size_mb * 1024**2:
-                break
-        for index in range(count):
+        kv = KVStub(channel)
+        listed = kv.Range(
+            RangeRequest(key=b"bench/", range_end=b"bench0", keys_only=True), timeout=60
+        )
+        revision = int(listed.header.revision)
+        for index, item in enumerate(listed.kvs):
             if index % 4:
-                kv.DeleteRange(DeleteRangeRequest(key=b"frag/%08d" % index), timeout=30)
-        revision = int(kv.Range(RangeRequest(key=b"frag/"), timeout=10).header.revision)
+                deleted = kv.DeleteRange(DeleteRangeRequest(key=item.key), timeout=30)
+                revision = int(deleted.header.revision)
         kv.Compact(CompactionRequest(revision=revision, physical=True), timeout=300)
-        kv.Put(PutRequest(key=b"tick", value=b"after compaction"), timeout=30)
+        # bbolt counts the freed pages once later writes commit and no older read is open.
+        for n in range(3):
+            kv.Put(PutRequest(key=b"tick", value=b"%d" % n), timeout=30)
+            time.sleep(1)
     return sizes(member)
 
 

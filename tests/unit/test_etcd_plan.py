@@ -44,7 +44,7 @@ from etcd_runbook.rules.cluster.observed import (
     recorded_cluster_id,
     run_state,
 )
-from etcd_runbook.rules.cluster.report import LAGGING_RECHECK
+from etcd_runbook.rules.cluster.report import LAGGING_RECHECK, NODE_LOST_RECHECK
 from etcd_runbook.rules.cluster.result import ACT_STEPS
 from etcd_runbook.rules.cluster.roll import changed_fields
 from etcd_runbook.rules.cluster.spec import (
@@ -2595,7 +2595,7 @@ def test_only_an_agreeing_quorum_s_word_lets_a_pod_go_at_once(trusted):
     assert p["stale"] == (["e-3"] if trusted else [])
 
 
-def test_a_lost_node_is_reported_and_looked_at_again_when_due():
+def test_a_lost_node_is_reported():
     facts = healthy3(nodeLossTimeout="2m")
     facts["info"] = info([member(0), member(1, healthy=False), member(2)])
     _on_nodes(facts, {"node0": _node(), "node1": _node("Unknown", 30), "node2": _node()})
@@ -2607,8 +2607,26 @@ def test_a_lost_node_is_reported_and_looked_at_again_when_due():
         in degraded["message"]
     )
     assert "replaced after 120 s (spec.nodeLossTimeout)" in degraded["message"]
-    assert r["requeue_after"] == 91.0
     assert r["conditions"]["Available"]["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "silent", "again"),
+    [
+        # A node that comes back may turn Ready after the last event watched (its Lease, its
+        # Pods): looked at again every NODE_LOST_RECHECK seconds while it is lost.
+        ("2m", 30, NODE_LOST_RECHECK),
+        ("0", 30, NODE_LOST_RECHECK),  # never replaced, still looked at
+        ("10m", 30, NODE_LOST_RECHECK),
+        ("2m", 110, 11.0),  # due sooner than the recheck: looked at when due
+        ("2m", 119, 2.0),
+    ],
+)
+def test_a_lost_node_is_looked_at_again_until_it_returns_or_comes_due(timeout, silent, again):
+    facts = healthy3(nodeLossTimeout=timeout)
+    facts["info"] = info([member(0), member(1, healthy=False), member(2)])
+    _on_nodes(facts, {"node0": _node(), "node1": _node("Unknown", silent), "node2": _node()})
+    assert ep.report(facts)["requeue_after"] == again
 
 
 @pytest.mark.parametrize(

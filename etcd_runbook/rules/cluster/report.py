@@ -19,6 +19,11 @@ LAGGING_RECHECK = 5
 # Seconds until a run of a quorum recovery under way looks again.
 RECOVERY_RECHECK = 5
 
+# Seconds until a run that saw a member's node lost looks again: a node that comes back can
+# turn Ready after the last event the operator watches (its Lease renewed, its Pods Ready), and
+# nothing else would look before the node loss came due.
+NODE_LOST_RECHECK = 15
+
 # The phases of a quorum recovery in which the cluster is not yet back (recover_steps.py).
 RECOVERING = ("Fencing", "Stopping", "Restoring", "Starting", "Failed")
 
@@ -101,7 +106,8 @@ def _node_loss_remedy(loss: dict[str, Any]) -> str:
 
 def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float | None:
     """When the run wants to look again though no event may come: a member etcd has yet to
-    count healthy behind its Ready Pod, or a lost node's member coming due for replacement."""
+    count healthy behind its Ready Pod, a lost node that may be back, or a lost node's member
+    coming due for replacement."""
     if o.hands_off:
         return None
     waits = [float(LAGGING_RECHECK)] if lagging else []
@@ -123,7 +129,10 @@ def _requeue_after(o: _Observed, p: dict[str, Any], lagging: list[str]) -> float
         waits.append(space)
     timeout = o.spec["node_loss_timeout"]
     for loss in p["node_lost"].values():
-        if timeout and loss["seconds"] is not None and loss["seconds"] < timeout:
+        if loss["seconds"] is None:
+            continue  # the node is gone: nothing comes back
+        waits.append(float(NODE_LOST_RECHECK))
+        if timeout and loss["seconds"] < timeout:
             waits.append(max(1.0, timeout - loss["seconds"] + 1))
     return min(waits) if waits else None
 

@@ -668,19 +668,21 @@ def _cron_field(text: str, field: _Field) -> tuple[frozenset[int], bool]:
     return frozenset(values), restricted
 
 
-def schedule_problem(line: str) -> str:
-    """Why the CronJob controller would refuse this line; empty when it takes it. Its parser
-    knows no weekday 7 (which parse_cron reads as Sunday, as most crons do): refused here,
-    naming the field, rather than as a failed write of the CronJob."""
+def schedule_problem(line: str, field: str = "spec.schedule") -> str:
+    """Why the CronJob controller would refuse this line, naming `field`; empty when it takes
+    it. Its parser knows no weekday 7 (which parse_cron reads as Sunday, as most crons do):
+    refused here, naming the field, rather than as a failed write of the CronJob. Other cron
+    lines of the operator's specs (spec.defragmentation.schedule) are held to the same
+    dialect, so one line means the same wherever it is written."""
     if parse_cron(line) is None:
-        return f"spec.schedule {line!r} is not a cron line (five fields, or a macro such as @daily)"
+        return f"{field} {line!r} is not a cron line (five fields, or a macro such as @daily)"
     fields = MACROS.get(line.strip(), line).split()
     try:
         _cron_field(fields[4], _Field(0, 6, 6, _WEEKDAYS))
     except ValueError:
         return (
-            f"spec.schedule {line!r}: a CronJob takes days of the week 0-6; "
-            "write 0 or SUN for Sunday"
+            f"{field} {line!r}: the operator's cron lines take days of the week 0-6, as a "
+            "CronJob does; write 0 or SUN for Sunday"
         )
     return ""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,15 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.crd_schema import apply_defaults, resolves, structural_problems, validate, walk
+from etcd_runbook.rules.cluster.spec import MAX_DEFRAG_WINDOW, MIN_DEFRAG_WINDOW, normalize_spec
+from tests.crd_schema import (
+    apply_defaults,
+    cel_rules,
+    resolves,
+    structural_problems,
+    validate,
+    walk,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "config/crd/bases/etcd.runbook.io_etcdclusters.yaml"
@@ -119,6 +128,14 @@ def test_default_version_is_the_newest_supported_3_6(schema):
         ({"minReadySeconds": -1}, "spec.minReadySeconds: -1 is less than the minimum of 0"),
         ({"minReadySeconds": 3601}, "spec.minReadySeconds: 3601 is greater than the maximum"),
         ({"minReadySeconds": "30s"}, "spec.minReadySeconds: '30s' is not of type 'integer'"),
+        (
+            {"defragmentation": {"window": 7200}},
+            "spec.defragmentation.window: 7200 is not of type 'string'",
+        ),
+        (
+            {"defragmentation": {"schedule": "0 3 * * *" + " " * 120}},
+            "spec.defragmentation.schedule: ",
+        ),
     ],
 )
 def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
@@ -143,6 +160,7 @@ def test_bad_spec_is_rejected_naming_the_field(schema, spec, error):
         {"nodeLossTimeout": "2h5s"},
         {"minReadySeconds": 0},
         {"minReadySeconds": 120},
+        {"defragmentation": {"schedule": "0 3 * * *", "window": "2h", "timeZone": "Europe/Berlin"}},
         {
             "pod": {
                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1}},
@@ -223,3 +241,67 @@ def test_sample_is_valid_and_uses_the_default_version(schema):
     version_default = schema["properties"]["spec"]["properties"]["version"]["default"]
     assert sample["spec"]["version"] == version_default
     assert validate(schema, apply_defaults(schema, sample)) == []
+
+
+def cel_pattern(schema: dict[str, Any], field: str) -> re.Pattern[str]:
+    """The regular expression of a CEL rule's self.matches() (RE2, which these patterns
+    share with Python's re)."""
+    ((rule, _message),) = cel_rules(schema)[f".spec.defragmentation.{field}"]
+    return re.compile(re.findall(r"self\.matches\('([^']+)'\)", rule)[0])
+
+
+def window_problems(**asked: Any) -> list[str]:
+    spec = normalize_spec({"metadata": {"name": "e"}, "spec": {"defragmentation": asked}}, {})
+    return [p["field"] for p in spec["problems"]]
+
+
+@pytest.mark.parametrize(
+    ("line", "runbook_takes"),
+    [
+        ("0 3 * * *", True),
+        ("*/15 0-5 * * MON-FRI", True),
+        ("@daily", True),
+        ("0 3 * *", False),
+        ("CRON_TZ=UTC 0 3 * * *", False),
+        ("0 3 * * * *", False),
+        ("", False),
+        # The pattern passes it; the runbook names the weekday (0-6, as a CronJob takes).
+        ("0 3 * * 7", False),
+    ],
+)
+def test_what_the_schedule_rule_refuses_the_runbook_refuses(schema, line, runbook_takes):
+    """The API server never refuses a line the runbook takes, and what it lets through the
+    runbook judges itself (InvalidSpec naming the field)."""
+    matches = bool(cel_pattern(schema, "schedule").fullmatch(line))
+    assert (window_problems(schedule=line) == []) is runbook_takes
+    assert matches or not runbook_takes
+
+
+@pytest.mark.parametrize(
+    "window", ["1m", "90s", "2h", "1h30m", "168h", "10080m", "59s", "168h1s", "0s", "2 hours", "2d"]
+)
+def test_the_window_rule_and_the_runbook_agree(schema, window):
+    """The format is the pattern's; the bounds are duration() comparisons, the runbook's."""
+    ((rule, message),) = cel_rules(schema)[".spec.defragmentation.window"]
+    assert "duration(self) >= duration('1m')" in rule and MIN_DEFRAG_WINDOW == 60
+    assert "duration(self) <= duration('168h')" in rule and MAX_DEFRAG_WINDOW == 168 * 3600
+    assert "from 1m to 168h" in message
+    matches = bool(cel_pattern(schema, "window").fullmatch(window))
+    seconds = sum(
+        int(n) * {"h": 3600, "m": 60, "s": 1}[unit]
+        for n, unit in re.findall(r"(\d+)([hms])", window)
+    )
+    in_bounds = matches and MIN_DEFRAG_WINDOW <= seconds <= MAX_DEFRAG_WINDOW
+    assert (window_problems(schedule="@daily", window=window) == []) is in_bounds
+
+
+def test_the_time_zone_rule_takes_every_zone_the_runbook_knows(schema):
+    pattern = cel_pattern(schema, "timeZone")
+    zones = zoneinfo.available_timezones()
+    assert len(zones) > 300
+    assert [z for z in sorted(zones) if not pattern.fullmatch(z)] == []
+    assert window_problems(schedule="@daily", timeZone="Europe/Berlin") == []
+    assert not pattern.fullmatch("../etc/passwd") and not pattern.fullmatch("UTC ")
+    assert window_problems(schedule="@daily", timeZone="Mars/Olympus") == [
+        "spec.defragmentation.timeZone"
+    ]

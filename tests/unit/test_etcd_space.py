@@ -17,6 +17,7 @@ from etcd_runbook.rules.cluster.space import (
     nospace_verdict,
     space_by_hand,
     space_verdict,
+    window_wait,
     worth_defragmenting,
 )
 from etcd_runbook.rules.cluster.spec import normalize_spec
@@ -337,3 +338,245 @@ def test_space_by_hand(
     assert space["refused"].startswith(refused) if refused else space["refused"] == ""
     if least == "1Gi":
         assert "e-0 would reclaim only 280Mi (min_reclaim 1Gi)" in space["why"]
+
+
+# --- the schedule window -------------------------------------------------------------------
+
+
+def windowed(schedule: str | None, window: int = 3600, zone: str = "UTC") -> dict:
+    return {**POLICY, "schedule": schedule, "window": window, "time_zone": zone}
+
+
+@pytest.mark.parametrize(
+    ("policy", "now", "opens"),
+    [
+        # No schedule: the thresholds alone decide, at any time.
+        (windowed(None), "2026-11-28T12:00:00Z", None),
+        # An hour from 03:00: open from its first second to its last.
+        (windowed("0 3 * * *"), "2026-11-28T03:00:00Z", None),
+        (windowed("0 3 * * *"), "2026-11-28T03:59:59Z", None),
+        (windowed("0 3 * * *"), "2026-11-28T04:00:00Z", "2026-11-29T03:00:00Z"),
+        (windowed("0 3 * * *"), "2026-11-28T02:59:59Z", "2026-11-28T03:00:00Z"),
+        # Two hours from 23:00 cross midnight.
+        (windowed("0 23 * * *", 7200), "2026-11-29T00:30:00Z", None),
+        (windowed("0 23 * * *", 7200), "2026-11-29T01:00:00Z", "2026-11-29T23:00:00Z"),
+        # 03:00 in Berlin is 02:00 UTC in winter; the next opening is said in UTC.
+        (windowed("0 3 * * *", zone="Europe/Berlin"), "2026-11-28T02:30:00Z", None),
+        (
+            windowed("0 3 * * *", zone="Europe/Berlin"),
+            "2026-11-28T03:30:00Z",
+            "2026-11-29T02:00:00Z",
+        ),
+        # Clocks forward on 29 March: 02:30 never happens that night, no window opens.
+        (windowed("30 2 * * *", zone="Europe/Berlin"), "2026-03-28T01:45:00Z", None),
+        (
+            windowed("30 2 * * *", zone="Europe/Berlin"),
+            "2026-03-29T01:00:00Z",
+            "2026-03-30T00:30:00Z",
+        ),
+        # Clocks back on 25 October: 02:30 passes twice, the window opens at the first only.
+        (windowed("30 2 * * *", zone="Europe/Berlin"), "2026-10-25T01:00:00Z", None),
+        (
+            windowed("30 2 * * *", zone="Europe/Berlin"),
+            "2026-10-25T01:45:00Z",
+            "2026-10-26T01:30:00Z",
+        ),
+        # The shortest window, every quarter hour.
+        (windowed("*/15 * * * *", 60), "2026-11-28T03:00:59Z", None),
+        (windowed("*/15 * * * *", 60), "2026-11-28T03:01:00Z", "2026-11-28T03:15:00Z"),
+        # A weekend: two days from Saturday 00:00.
+        (windowed("0 0 * * SAT", 48 * 3600), "2026-11-29T23:59:00Z", None),
+        (windowed("0 0 * * SAT", 48 * 3600), "2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z"),
+        # No window is known to open: never outside one.
+        (windowed("0 0 30 2 *"), "2026-11-28T00:30:00Z", ""),
+        (windowed("0 3 * *"), "2026-11-28T03:30:00Z", ""),
+        (windowed("0 3 * * *", zone="Mars/Olympus"), "2026-11-28T03:30:00Z", ""),
+        (windowed("0 3 * * *"), "", ""),
+    ],
+)
+def test_window_wait(policy: dict, now: str, opens: str | None) -> None:
+    assert window_wait(policy, now) == opens
+
+
+def scheduled(sizes: dict, now: str, alarm: str = "", **policy: Any) -> dict:
+    facts = sizes_of(healthy3(defragmentation=policy), sizes)
+    facts["observed_at"] = now
+    if alarm:
+        nospace(facts, 0, kind=alarm)
+    return facts
+
+
+def unhealthy(facts: dict, n: int) -> dict:
+    facts["info"]["members"][n].update(healthy=False)
+    return facts
+
+
+NIGHTLY = {"schedule": "0 3 * * *"}
+# Fragmented (130Mi free of 150Mi each) yet under half the 320Mi quota: no pressure.
+LIGHT = {n: (150 * MiB, 20 * MiB) for n in range(3)}
+
+
+@pytest.mark.parametrize(
+    ("facts", "action", "why"),
+    [
+        # Outside the window: nothing, and said with the next opening.
+        (
+            scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY),
+            "",
+            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window "
+            '(spec.defragmentation.schedule "0 3 * * *", next 2026-11-29T03:00:00Z)',
+        ),
+        (
+            scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY, timeZone="Europe/Berlin"),
+            "",
+            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window "
+            '(spec.defragmentation.schedule "0 3 * * *" in Europe/Berlin, '
+            "next 2026-11-29T02:00:00Z)",
+        ),
+        # Inside it: the thresholds decide, as without a schedule.
+        (
+            scheduled(LIGHT, "2026-11-28T03:10:00Z", **NIGHTLY),
+            "defragment",
+            "defragmenting e-1, e-2, e-0 at least 50% free",
+        ),
+        (
+            scheduled(
+                {n: (10 * MiB, 1 * MiB) for n in range(3)}, "2026-11-28T03:10:00Z", **NIGHTLY
+            ),
+            "",
+            "e-0 is 90% free but would reclaim only 9Mi",
+        ),
+        # Nothing worth it outside the window: the thresholds' word, not the window's.
+        (
+            scheduled(
+                {n: (10 * MiB, 1 * MiB) for n in range(3)}, "2026-11-28T12:00:00Z", **NIGHTLY
+            ),
+            "",
+            "e-0 is 90% free but would reclaim only 9Mi",
+        ),
+        # Outside the window and a member unhealthy: the window is the wait said (the longer).
+        (
+            unhealthy(scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY), 1),
+            "",
+            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window",
+        ),
+        (
+            unhealthy(scheduled(LIGHT, "2026-11-28T03:10:00Z", **NIGHTLY), 1),
+            "",
+            "defragmentation of e-1, e-2, e-0 at least 50% free waits: e-1 is not healthy",
+        ),
+        # NOSPACE is an outage: recovered whatever the window.
+        (
+            scheduled(LIGHT, "2026-11-28T12:00:00Z", "NOSPACE", **NIGHTLY),
+            "nospace",
+            "NOSPACE on e-0: compacting every old revision",
+        ),
+        (
+            scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY, enabled=False),
+            "",
+            "",
+        ),
+    ],
+)
+def test_the_policy_defragments_only_inside_its_window(facts: dict, action: str, why: str) -> None:
+    p = ep.plan(facts)
+    assert p["space"]["action"] == action
+    assert p["space"]["why"].startswith(why), p["space"]["why"]
+    if not action:
+        assert ep.report(facts)["status"]["space"]["message"] == p["space"]["why"]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "now", "alarm", "recheck"),
+    [
+        # Waiting for the window: looked at again when it opens.
+        (LIGHT, "2026-11-29T02:59:50Z", "", 10.0),
+        (LIGHT, "2026-11-28T12:00:00Z", "", 15 * 3600.0),
+        # Under pressure too: whichever comes first.
+        (FRAGMENTED, "2026-11-28T12:00:00Z", "", 30.0),
+        (FRAGMENTED, "2026-11-29T02:59:50Z", "", 10.0),
+        (LIGHT, "2026-11-29T02:59:59Z", "NOSPACE", 1.0),
+        # Inside the window, or nothing worth defragmenting: no reason of the window's.
+        (LIGHT, "2026-11-29T03:30:00Z", "", None),
+        ({n: (10 * MiB, 1 * MiB) for n in range(3)}, "2026-11-28T12:00:00Z", "", None),
+    ],
+)
+def test_a_cluster_waiting_for_its_window_is_looked_at_when_it_opens(
+    sizes: dict, now: str, alarm: str, recheck: float | None
+) -> None:
+    facts = scheduled(sizes, now, alarm, **NIGHTLY)
+    assert ep.report(facts)["requeue_after"] == recheck
+    off = scheduled(sizes, now, alarm, **NIGHTLY, enabled=False)
+    assert ep.report(off)["requeue_after"] == (30.0 if sizes is FRAGMENTED or alarm else None)
+
+
+UNTIL_FIXED = "; the policy defragments no member until it is fixed"
+
+
+@pytest.mark.parametrize(
+    ("asked", "field", "message"),
+    [
+        (
+            {"schedule": "0 3 * *"},
+            "schedule",
+            "spec.defragmentation.schedule '0 3 * *' is not a cron line (five fields, or a "
+            "macro such as @daily)",
+        ),
+        (
+            {"schedule": "0 3 * * 7"},
+            "schedule",
+            "spec.defragmentation.schedule '0 3 * * 7': the operator's cron lines take days of "
+            "the week 0-6, as a CronJob does; write 0 or SUN for Sunday",
+        ),
+        ({"schedule": ""}, "schedule", "spec.defragmentation.schedule '' is not a cron line"),
+        ({"schedule": 3}, "schedule", "spec.defragmentation.schedule '3' is not a cron line"),
+        (
+            {"window": "30s"},
+            "window",
+            "spec.defragmentation.window must be a duration from 1m to 168h such as 2h, got '30s'",
+        ),
+        ({"window": "168h1s"}, "window", "spec.defragmentation.window must be a duration from"),
+        ({"window": "0"}, "window", "spec.defragmentation.window must be a duration from"),
+        ({"window": "2 hours"}, "window", "spec.defragmentation.window must be a duration from"),
+        (
+            {"timeZone": "Mars/Olympus"},
+            "timeZone",
+            "spec.defragmentation.timeZone must be an IANA time zone such as Europe/Berlin, got "
+            "'Mars/Olympus'",
+        ),
+        ({"timeZone": "../etc/passwd"}, "timeZone", "spec.defragmentation.timeZone must be an"),
+        ({"timeZone": 1}, "timeZone", "spec.defragmentation.timeZone must be an IANA time zone"),
+    ],
+)
+def test_a_window_that_cannot_be_read_is_refused_and_nothing_defragmented(
+    asked: dict, field: str, message: str
+) -> None:
+    spec = normalize_spec(obj(defragmentation={**NIGHTLY, **asked}), {})
+    (problem,) = spec["problems"]
+    assert (problem["reason"], problem["field"]) == ("InvalidSpec", f"spec.defragmentation.{field}")
+    assert problem["message"].startswith(message) and problem["message"].endswith(UNTIL_FIXED)
+    # Inside the window the spec would open, and fragmented enough: still nothing.
+    facts = scheduled(LIGHT, "2026-11-28T03:10:00Z", **{**NIGHTLY, **asked})
+    assert ep.plan(facts)["space"]["action"] == ""
+    # And what the reader keeps of an unreadable schedule or zone opens no window either.
+    assert window_wait(spec["defragmentation"], "2026-11-28T03:10:00Z") == (
+        None if field == "window" else ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "read"),
+    [
+        ({}, {"schedule": None, "window": 3600, "time_zone": "UTC"}),
+        (
+            {"schedule": "0 3 * * 1-5", "window": "2h30m", "timeZone": "Europe/Berlin"},
+            {"schedule": "0 3 * * 1-5", "window": 9000, "time_zone": "Europe/Berlin"},
+        ),
+        ({"schedule": "@daily", "window": "1m"}, {"schedule": "@daily", "window": 60}),
+        ({"window": "168h", "timeZone": ""}, {"window": 7 * 24 * 3600, "time_zone": "UTC"}),
+    ],
+)
+def test_the_window_as_read(asked: dict, read: dict) -> None:
+    spec = normalize_spec(obj(defragmentation=asked), {})
+    assert spec["problems"] == []
+    assert {k: spec["defragmentation"][k] for k in read} == read

@@ -5,11 +5,14 @@ etcd's database file never shrinks by itself: compaction turns old revisions int
 the file keeps, and only a defragmentation (a rewrite of the file, during which that member
 answers nothing) gives them back. So a member is worth defragmenting only when much of its
 file is free (spec.defragmentation.freePercent) and that is enough bytes to be worth the
-pause (minReclaim): a rewrite that frees nothing is the known trap. A NOSPACE alarm stops
-every write of the cluster; when old revisions fill the quota, compaction and then
+pause (minReclaim): a rewrite that frees nothing is the known trap. With a schedule
+(spec.defragmentation.schedule), such a defragmentation starts only inside a window opened
+each time the line fires, so that the pauses fall in hours the clients can bear. A NOSPACE
+alarm stops every write of the cluster; when old revisions fill the quota, compaction and then
 defragmentation make room and the alarm may go. When live data fills it, nothing the runbook
 may do frees space: that is said with the figures (DatabaseFull) and the runbook does not try
-again until something changed (the revision moved: a person deleted keys).
+again until something changed (the revision moved: a person deleted keys). NOSPACE is an
+outage: its recovery waits for no window.
 
 Every step here waits for a cluster that is wholly healthy and that no other runbook acts on
 (a roll, a scale, a replacement, a recovery, a backup's snapshot), one member at a time,
@@ -18,7 +21,7 @@ followers first and the leader last.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from etcd_runbook.names import ANN_DEFRAGMENTED, ANN_SPACE_FULL
@@ -33,6 +36,8 @@ from etcd_runbook.rules.cluster.common import (
 )
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.spec import quota_limit
+from etcd_runbook.rules.etcd_backup_jobs import RFC3339, next_run, schedule_problem
+from etcd_runbook.rules.etcd_pods import seconds_between
 
 # A NOSPACE alarm is disarmed only once every member's database is this far (percent) below
 # the quota, as etcd_maintenance's disarm_alarms checks: just under it, the next writes would
@@ -66,17 +71,60 @@ _OTHERS = {
 
 
 def space_recheck(o: _Observed) -> float | None:
-    """When to look again for space's sake (SPACE_RECHECK), None when the cluster is under no
-    pressure."""
-    if o.info.get("alarms"):
-        return float(SPACE_RECHECK)
+    """When to look again for space's sake: SPACE_RECHECK under pressure, when the next
+    defragmentation window opens while members worth defragmenting wait for it (whichever
+    comes first), None when neither."""
+    waits = []
     largest = max(
         (int(s.get("db_size") or 0) for s in o.info.get("status") or [] if s.get("healthy")),
         default=0,
     )
-    if largest * 100 >= PRESSURE_PERCENT * o.spec["quota_bytes"]:
-        return float(SPACE_RECHECK)
-    return None
+    if o.info.get("alarms") or largest * 100 >= PRESSURE_PERCENT * o.spec["quota_bytes"]:
+        waits.append(float(SPACE_RECHECK))
+    # Opening a window changes no object either, and a window shorter than the full-run
+    # interval could pass unseen.
+    policy = o.spec["defragmentation"]
+    if policy["enabled"] and worth_defragmenting(member_sizes(o), policy)[0]:
+        # At least a second away: whole seconds, and window_wait's opening is after the look.
+        opens = seconds_between(o.observed_at, window_wait(policy, o.observed_at) or "")
+        if opens is not None:
+            waits.append(opens)
+    return min(waits) if waits else None
+
+
+def window_wait(policy: dict[str, Any], now: str) -> str | None:
+    """When the policy's next defragmentation window opens (RFC 3339, UTC) while `now` is in
+    none; None inside one, or with no schedule (the policy acts whenever its thresholds say).
+    '' when no window is known to open: the line or zone is refused (the spec reader says
+    why), the line never fires (Feb 30), or the time of the look is unknown. A window runs
+    from each time the line fires, for `window` seconds."""
+    line = policy["schedule"]
+    if line is None:
+        return None
+    # A refused line may still read as a cron line (weekday 7): it opens no window either.
+    if schedule_problem(line):
+        return ""
+    try:
+        at = datetime.strptime(now, RFC3339).replace(tzinfo=UTC)
+    except ValueError:
+        return ""
+    # The first firing after the earliest start of a window still open at `now`: at or
+    # before `now`, that window is open; later, it is the next one.
+    fired = next_run(line, policy["time_zone"], at - timedelta(seconds=policy["window"]))
+    if fired is None:
+        return ""
+    return None if fired <= at else fired.strftime(RFC3339)
+
+
+def window_message(members: list[str], free: int, policy: dict[str, Any], opens: str) -> str:
+    """What status.space says while members worth defragmenting wait for the window."""
+    zone = "" if policy["time_zone"] == "UTC" else f" in {policy['time_zone']}"
+    schedule = f'spec.defragmentation.schedule "{policy["schedule"]}"{zone}'
+    when = f"next {opens}" if opens else "no next window found"
+    return (
+        f"{', '.join(members)} would free {format_bytes(free)}: waiting for the "
+        f"defragmentation window ({schedule}, {when})"
+    )
 
 
 def member_sizes(o: _Observed) -> list[dict[str, Any]]:
@@ -271,6 +319,10 @@ def _space(o: _Observed, d: Decided) -> Decided:
     if not chosen:
         return {"space": {**IDLE, "why": "; ".join(skipped)}, "corrupt": []}
     order = defrag_order(chosen, o.leader)
+    # Before _not_now: a closed window is the longer wait, and the one a person asked for.
+    if (opens := window_wait(policy, o.observed_at)) is not None:
+        free = sum(m["db_size"] - m["db_size_in_use"] for m in sizes if m["name"] in chosen)
+        return {"space": {**IDLE, "why": window_message(order, free, policy, opens)}, "corrupt": []}
     why = f"{', '.join(order)} at least {policy['free_percent']}% free"
     if wait := _not_now(o, d):
         return {"space": {**IDLE, "why": f"defragmentation of {why} waits: {wait}"}, "corrupt": []}

@@ -18,6 +18,7 @@ from etcd_runbook.rules.cluster.common import (
     stable_hash,
     version_tuple,
 )
+from etcd_runbook.rules.etcd_backup_jobs import _zone, schedule_problem
 from etcd_runbook.rules.etcd_tls_secrets import secret_names
 
 DEFAULT_VERSION = "3.6.16"
@@ -39,6 +40,11 @@ MAX_MIN_READY_SECONDS = 3600
 DEFAULT_DEFRAG_FREE_PERCENT = 50
 DEFAULT_DEFRAG_MIN_RECLAIM = "64Mi"
 DEFAULT_DEFRAG_MEMBER_TIMEOUT = 600
+# spec.defragmentation.window, with a schedule: an hour from each time the line fires. At
+# least a minute (a cron line fires at most once a minute) and at most a week: a window that
+# long never closes for a weekly line, which is no schedule at all.
+DEFAULT_DEFRAG_WINDOW = 3600
+MIN_DEFRAG_WINDOW, MAX_DEFRAG_WINDOW = 60, 7 * 24 * 3600
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
 POD_TEMPLATE_REVISION = 3
 # etcd preallocates WAL segments of 64 MB and keeps 5 (--max-wals) beside the one being
@@ -292,7 +298,9 @@ def _timings(spec: dict[str, Any], problems: list[dict[str, str]]) -> tuple[int,
 
 def _defragmentation(spec: dict[str, Any], problems: list[dict[str, str]]) -> dict[str, Any]:
     """spec.defragmentation as the space rules read it; a field that cannot be used keeps its
-    default and its problem names it."""
+    default and its problem names it, but for a schedule or time zone that cannot be read:
+    kept as written, under which no window ever opens (a person asked for a window, and the
+    policy never acts outside one)."""
     asked = spec.get("defragmentation") or {}
     enabled = asked.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -344,7 +352,43 @@ def _defragmentation(spec: dict[str, Any], problems: list[dict[str, str]]) -> di
         "free_percent": percent,
         "min_reclaim": min_reclaim,
         "member_timeout": seconds,
+        **_defrag_window(asked, problems),
     }
+
+
+def _defrag_window(asked: dict[str, Any], problems: list[dict[str, str]]) -> dict[str, Any]:
+    """spec.defragmentation's schedule (None when unset: no window, the policy acts whenever
+    its thresholds say), window (seconds) and timeZone (unset or empty: UTC)."""
+    until_fixed = "; the policy defragments no member until it is fixed"
+    schedule = asked.get("schedule")
+    line = None if schedule is None else str(schedule)
+    field = "spec.defragmentation.schedule"
+    if line is not None and (problem := schedule_problem(line, field)):
+        problems.append(_refusal("InvalidSpec", field, problem + until_fixed))
+    window = asked.get("window")
+    seconds = DEFAULT_DEFRAG_WINDOW if window is None else node_loss_seconds(window)
+    if seconds is None or not MIN_DEFRAG_WINDOW <= seconds <= MAX_DEFRAG_WINDOW:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.window",
+                "spec.defragmentation.window must be a duration from 1m to 168h such as 2h, "
+                f"got {window!r}" + until_fixed,
+            )
+        )
+        seconds = DEFAULT_DEFRAG_WINDOW
+    zone = asked.get("timeZone")
+    zone_text = "UTC" if zone is None or zone == "" else str(zone)
+    if not isinstance(zone, str | None) or _zone(zone_text) is None:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.timeZone",
+                "spec.defragmentation.timeZone must be an IANA time zone such as Europe/Berlin, "
+                f"got {zone!r}" + until_fixed,
+            )
+        )
+    return {"schedule": line, "window": seconds, "time_zone": zone_text}
 
 
 LOG_LEVELS = ("debug", "info", "warn", "error")

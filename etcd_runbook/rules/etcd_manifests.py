@@ -298,7 +298,8 @@ def _etcd_container(
     spec: dict[str, Any], version: str, args: list[str], mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The etcd container: locked down to the `restricted` standard, Ready when the member
-    sees a leader, and never restarted by a probe."""
+    serves linearizable reads, restarted only when it stops serving its own reads for longer
+    than any defragmentation may take (health_probes)."""
     container: dict[str, Any] = {
         "name": "etcd",
         "image": f"{spec['repository']}:v{version}",
@@ -310,20 +311,7 @@ def _etcd_container(
             {"name": "peer", "containerPort": 2380, "protocol": "TCP"},
             {"name": "metrics", "containerPort": 2381, "protocol": "TCP"},
         ],
-        # Ready = this member sees a leader and serves reads. No liveness probe: restarting a
-        # slow member (defragmentation, a large snapshot) makes things worse, and etcd exits
-        # by itself on fatal errors. Probed every 2 s: a restarted member's first probe comes
-        # before etcd is up, and the next one is when the Pod turns Ready (with 5 s, a healed
-        # member was healthy at 7 s and Ready at 12 s); 5 failures still take 10 s.
-        # NOSPACE excluded (etcd 3.4 to 3.6 take the parameter): under it a member still serves
-        # reads and deletes, which the client Service must keep reaching, and the runbook
-        # recovers it without the Pods turning unready.
-        "readinessProbe": {
-            "httpGet": {"path": "/health?exclude=NOSPACE", "port": 2381},
-            "periodSeconds": 2,
-            "timeoutSeconds": 2,
-            "failureThreshold": 5,
-        },
+        **health_probes(version),
         # A failed start leaves etcd's last log lines in the Pod's status, where the runbook
         # reads why (the data-loss guard's words among them).
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -340,6 +328,59 @@ def _etcd_container(
         if env := go_runtime_env(spec["pod"]["resources"]):
             container["env"] = env
     return container
+
+
+# The releases that answer /livez and /readyz (etcd's health split: liveness that needs no
+# quorum, readiness that does), the first of each minor: 3.5.11 (read in its source) and
+# 3.4.31 (the oldest 3.4 the test bed runs: its earlier patches keep /health here).
+HEALTH_SPLIT = {(3, 4): 31, (3, 5): 11}
+# How long a member may fail /livez before the kubelet restarts it: a defragmentation blocks
+# the member's reads for its whole rewrite, and a run gives one member at most
+# spec.defragmentation.memberTimeout (10m at most): 15 minutes never cuts one short.
+LIVENESS_PERIOD = 10
+LIVENESS_FAILURES = 90
+
+
+def has_health_split(version: str) -> bool:
+    major, minor, patch = version_tuple(version)
+    first = HEALTH_SPLIT.get((major, minor))
+    return patch >= first if first is not None else (major, minor) > (3, 5)
+
+
+def health_probes(version: str) -> dict[str, Any]:
+    """The container's probes for an etcd version.
+
+    Ready = this member serves linearizable reads (it sees a leader and is caught up),
+    checked every 2 s: a restarted member's first probe comes before etcd is up, and the next
+    one is when the Pod turns Ready (with 5 s, a healed member was healthy at 7 s and Ready at
+    12 s); 5 failures still take 10 s. A learner stays Ready (`exclude=non_learner`): a roll waits
+    for every member's Pod Ready, learners' included, and the client Service selects voters
+    by label, not by readiness alone. NOSPACE keeps it Ready (/readyz does not count it;
+    /health is told to exclude it): under it a member still serves reads and deletes, which
+    the client Service must keep reaching, and the runbook recovers it.
+
+    Where etcd has /livez, it is the liveness probe: a serializable read, which needs no
+    quorum, so a member cut off from its peers is never restarted for it (restarting would
+    not help, and would replay its log). Patient (LIVENESS_FAILURES): a defragmentation stops
+    reads while it rewrites. A startup probe on the same path holds liveness off while a
+    member replays a long log or receives a large snapshot. Older releases get no liveness
+    probe: their /health needs a leader."""
+    if not has_health_split(version):
+        return {"readinessProbe": _probe("/health?exclude=NOSPACE", 2, 2, 5)}
+    return {
+        "readinessProbe": _probe("/readyz?exclude=non_learner", 2, 2, 5),
+        "startupProbe": _probe("/livez", 2, 2, 1800),
+        "livenessProbe": _probe("/livez", LIVENESS_PERIOD, 5, LIVENESS_FAILURES),
+    }
+
+
+def _probe(path: str, period: int, timeout: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": 2381},
+        "periodSeconds": period,
+        "timeoutSeconds": timeout,
+        "failureThreshold": failures,
+    }
 
 
 def go_runtime_env(resources: dict[str, Any]) -> list[dict[str, str]]:

@@ -95,6 +95,26 @@ def refused(proc) -> str:
             "spec.defragmentation.memberTimeout must be a duration above zero",
         ),
         (
+            {"defragmentation": {"memberTimeout": "11m"}},
+            "spec.defragmentation.memberTimeout must be at most 10m",
+        ),
+        (
+            {"defragmentation": {"schedule": "at three"}},
+            "spec.defragmentation.schedule must be a cron line of five fields",
+        ),
+        (
+            {"defragmentation": {"schedule": "@daily", "window": "30s"}},
+            "spec.defragmentation.window must be a duration from 1m to 168h",
+        ),
+        (
+            {"defragmentation": {"schedule": "@daily", "window": "200h"}},
+            "spec.defragmentation.window must be a duration from 1m to 168h",
+        ),
+        (
+            {"defragmentation": {"schedule": "@daily", "timeZone": "../etc"}},
+            "spec.defragmentation.timeZone must be an IANA time zone",
+        ),
+        (
             {"etcd": {"heartbeatInterval": 300, "electionTimeout": 1000}},
             "spec.etcd.electionTimeout must be at least five heartbeats",
         ),
@@ -156,6 +176,18 @@ def test_empty_spec_gets_the_defaults(crd, k8s_namespace):
         },
         "paused": True,
     }
+
+
+def test_a_defragmentation_window_is_taken(crd, k8s_namespace):
+    policy = {
+        "schedule": "30 2 * * SAT,SUN",
+        "window": "1h30m",
+        "timeZone": "Europe/Berlin",
+        "memberTimeout": "10m",
+    }
+    create(crd, k8s_namespace, "window", {"defragmentation": policy})
+    taken = get(crd, k8s_namespace, "window")["spec"]["defragmentation"]
+    assert {k: taken[k] for k in policy} == policy
 
 
 def test_short_name_and_printer_columns(crd, k8s_namespace):

@@ -358,3 +358,52 @@ def test_the_ca_secret_is_put_back_from_a_certificate_the_members_trust():
 )
 def test_go_runtime_follows_the_limits(resources: dict, env: list) -> None:
     assert em.go_runtime_env(resources) == env
+
+
+@pytest.mark.parametrize(
+    ("version", "ready", "live"),
+    [
+        # Before etcd split its health endpoint: /health (needs a leader), so no liveness.
+        ("3.4.30", "/health?exclude=NOSPACE", None),
+        ("3.5.10", "/health?exclude=NOSPACE", None),
+        # From 3.4.31 and 3.5.11, and every 3.6: /readyz for readiness, /livez (no quorum
+        # needed) for liveness and start-up.
+        ("3.4.31", "/readyz?exclude=non_learner", "/livez"),
+        ("3.5.11", "/readyz?exclude=non_learner", "/livez"),
+        ("3.5.35", "/readyz?exclude=non_learner", "/livez"),
+        ("3.6.0", "/readyz?exclude=non_learner", "/livez"),
+        ("3.7.0", "/readyz?exclude=non_learner", "/livez"),
+    ],
+)
+def test_probes_follow_what_the_version_answers(version: str, ready: str, live: str | None):
+    probes = em.health_probes(version)
+    assert probes["readinessProbe"]["httpGet"] == {"path": ready, "port": 2381}
+    assert probes["readinessProbe"]["periodSeconds"] == 2
+    if live is None:
+        assert set(probes) == {"readinessProbe"}
+        return
+    for kind in ("livenessProbe", "startupProbe"):
+        assert probes[kind]["httpGet"] == {"path": live, "port": 2381}
+    liveness = probes["livenessProbe"]
+    patience = liveness["periodSeconds"] * liveness["failureThreshold"]
+    # Never shorter than the longest defragmentation a run allows a member (which stops its
+    # reads): the kubelet would restart the member in the middle of it.
+    assert patience > 600
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        # Unset: requests, so a member is not BestEffort (evicted first), and no limits.
+        (None, {"requests": {"cpu": "100m", "memory": "256Mi"}}),
+        ({}, {"requests": {"cpu": "100m", "memory": "256Mi"}}),
+        # A user's resources are taken whole (limits alone: Kubernetes makes them requests).
+        ({"limits": {"memory": "1Gi"}}, {"limits": {"memory": "1Gi"}}),
+        ({"requests": {"cpu": "2"}}, {"requests": {"cpu": "2"}}),
+    ],
+)
+def test_member_pods_request_resources_unless_the_spec_says(resources, expected):
+    pod_spec = {} if resources is None else {"pod": {"resources": resources}}
+    p = a_plan(**pod_spec)
+    pod = em.member_pod(p, "e-0", seed_claim(p))
+    assert pod["spec"]["containers"][0]["resources"] == expected

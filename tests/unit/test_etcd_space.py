@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from etcd_runbook.names import ANN_DEFRAGMENTED, ANN_SPACE_FULL
+from etcd_runbook.rules import etcd_manifests as em
 from etcd_runbook.rules import etcd_plan as ep
 from etcd_runbook.rules.cluster.space import (
     defrag_events,
@@ -20,7 +21,7 @@ from etcd_runbook.rules.cluster.space import (
     window_wait,
     worth_defragmenting,
 )
-from etcd_runbook.rules.cluster.spec import normalize_spec
+from etcd_runbook.rules.cluster.spec import MAX_DEFRAG_MEMBER_TIMEOUT, normalize_spec
 from tests.unit.test_etcd_plan import claim, healthy3, mid, obj
 
 MiB = 1024**2
@@ -228,6 +229,30 @@ def test_invalid_policy_fields_are_named() -> None:
     ]
     assert "such as 64Mi" in spec["problems"][1]["message"]
     assert spec["defragmentation"]["member_timeout"] == 600
+
+
+@pytest.mark.parametrize(
+    ("timeout", "seconds", "refused"),
+    [
+        ("90s", 90, False),
+        ("10m", 600, False),
+        # Longer than the kubelet's patience with a member that does not answer /livez.
+        ("11m", 600, True),
+        ("1h", 600, True),
+    ],
+)
+def test_a_member_s_defragmentation_is_given_ten_minutes_at_most(timeout, seconds, refused):
+    spec = normalize_spec(obj(defragmentation={"memberTimeout": timeout}), {})
+    assert spec["defragmentation"]["member_timeout"] == seconds
+    messages = [p["message"] for p in spec["problems"]]
+    assert bool(messages) == refused
+    if refused:
+        assert "memberTimeout must be at most 10m" in messages[0] and "/livez" in messages[0]
+
+
+def test_the_kubelet_never_restarts_a_member_within_its_defragmentation() -> None:
+    patience = em.LIVENESS_PERIOD * em.LIVENESS_FAILURES
+    assert patience > MAX_DEFRAG_MEMBER_TIMEOUT
 
 
 RESULTS = [

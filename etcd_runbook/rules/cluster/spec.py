@@ -4,6 +4,7 @@ is made from (`pod_hash`)."""
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -40,13 +41,21 @@ MAX_MIN_READY_SECONDS = 3600
 DEFAULT_DEFRAG_FREE_PERCENT = 50
 DEFAULT_DEFRAG_MIN_RECLAIM = "64Mi"
 DEFAULT_DEFRAG_MEMBER_TIMEOUT = 600
+# Also the most a member is given: a defragmentation stops its reads, and the kubelet restarts
+# a member that fails /livez for etcd_manifests.LIVENESS_FAILURES probes (15 minutes).
+MAX_DEFRAG_MEMBER_TIMEOUT = 600
 # spec.defragmentation.window, with a schedule: an hour from each time the line fires. At
 # least a minute (a cron line fires at most once a minute) and at most a week: a window that
 # long never closes for a weekly line, which is no schedule at all.
 DEFAULT_DEFRAG_WINDOW = 3600
 MIN_DEFRAG_WINDOW, MAX_DEFRAG_WINDOW = 60, 7 * 24 * 3600
 # Bump when the Pod etcd_manifests builds changes in a way running members must roll to.
-POD_TEMPLATE_REVISION = 3
+POD_TEMPLATE_REVISION = 4
+# A member Pod's resources when spec.pod.resources is unset: a Pod without requests is
+# BestEffort, the first the kubelet evicts under memory pressure, and the scheduler may stack
+# members on a node with no CPU to spare. Small enough for a laptop's cluster; production
+# clusters set their own (docs/api.md, "spec.pod.resources").
+DEFAULT_MEMBER_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 # etcd preallocates WAL segments of 64 MB and keeps 5 (--max-wals) beside the one being
 # written; a defragmentation, or a snapshot received from the leader, writes a second copy of
 # the database beside the first. The backend quota is what is left, halved.
@@ -347,6 +356,17 @@ def _defragmentation(spec: dict[str, Any], problems: list[dict[str, str]]) -> di
             )
         )
         seconds = DEFAULT_DEFRAG_MEMBER_TIMEOUT
+    elif seconds > MAX_DEFRAG_MEMBER_TIMEOUT:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.defragmentation.memberTimeout",
+                f"spec.defragmentation.memberTimeout must be at most 10m, got {timeout!r}: a "
+                "defragmentation stops the member's reads, and the kubelet restarts a member "
+                "that does not answer /livez for 15 minutes",
+            )
+        )
+        seconds = MAX_DEFRAG_MEMBER_TIMEOUT
     return {
         "enabled": enabled,
         "free_percent": percent,
@@ -626,7 +646,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
         "pod": {
             "labels": dict(pod.get("labels") or {}),
             "annotations": dict(pod.get("annotations") or {}),
-            "resources": pod.get("resources"),
+            "resources": pod.get("resources") or copy.deepcopy(DEFAULT_MEMBER_RESOURCES),
             "affinity": pod.get("affinity") or {},
             "anti_affinity": pod.get("antiAffinity") or "preferred",
             "node_selector": pod.get("nodeSelector"),

@@ -1,7 +1,8 @@
 """Member volumes and health, end to end: spec.storage.size raised on a class that allows
 expansion grows every member's claim and the backend quota follows (the members rolled onto
 it, the data kept); on a class that does not, the runbook says VolumeExpansionFailed naming the
-field, and nothing else changes. And a member without quorum: unready, never restarted."""
+field, and nothing else changes. And a member without quorum: unready, never restarted; its
+Pod requests resources by default."""
 
 from __future__ import annotations
 
@@ -156,6 +157,9 @@ def test_a_member_without_quorum_turns_unready_and_is_never_restarted(
     container = get(k8s, ns, "pod", survivor)["spec"]["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=non_learner"
+    # No resources in the spec: the default requests, so the member is not BestEffort.
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
+    assert get(k8s, ns, "pod", survivor)["status"]["qosClass"] == "Burstable"
     # Paused, the operator leaves the Pods gone: the survivor stays without quorum.
     k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"paused":true}}')
     k8s.kubectl("-n", ns, "delete", "pod", f"{name}-1", f"{name}-2", "--wait=true")

@@ -1,8 +1,9 @@
 """Space end to end, on one three-member cluster with the smallest quota (64Mi): the
-defragmentation policy once history was compacted, a NOSPACE alarm that history raised and
-the runbook recovers without a person (the newest value of every key intact), and one that
-live data raised, which it says (DatabaseFull, with the figures) without rewriting the members
-again, until a person's deletions let it recover."""
+defragmentation policy once history was compacted (waiting for its schedule's window, then
+in it), a NOSPACE alarm that history raised and the runbook recovers without a person (the
+newest value of every key intact, the window closed), and one that live data raised, which it
+says (DatabaseFull, with the figures) without rewriting the members again, until a person's
+deletions let it recover."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ VALUE = base64.b64encode(os.urandom(768 * 1024)).decode()
 # A cluster under space pressure is looked at every 30 s (space.SPACE_RECHECK); a recovery also
 # waits for each member's defragmentation and the cluster's health after it.
 RECOVERY_TIMEOUT = 240
+# The defragmentation schedule that keeps the window closed here: New Year, midnight UTC.
+CLOSED = "0 0 1 1 *"
 
 
 def put_stdin(k8s: K8sCluster, ns: str, key: str, value: str) -> str:
@@ -90,6 +93,11 @@ def poke(k8s: K8sCluster, ns: str) -> None:
     )  # fmt: skip
 
 
+def set_schedule(k8s: K8sCluster, ns: str, line: str) -> None:
+    body = {"spec": {"defragmentation": {"schedule": line}}}
+    k8s.kubectl("-n", ns, "patch", "etcd", NAME, "--type=merge", "-p", json.dumps(body))
+
+
 def reasons(k8s: K8sCluster, ns: str, reason: str) -> list[str]:
     return [str(e.get("message")) for e in events(k8s, ns, reason)]
 
@@ -101,7 +109,14 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     spec = etcd_cluster(
         NAME,
         storage={"size": "1Gi", "quotaBackendBytes": "64Mi"},
-        defragmentation={"freePercent": 20, "minReclaim": "4Mi", "memberTimeout": "2m"},
+        defragmentation={
+            "freePercent": 20,
+            "minReclaim": "4Mi",
+            "memberTimeout": "2m",
+            # A window that opens once a year, at New Year (not today): closed until changed.
+            "schedule": CLOSED,
+            "window": "1m",
+        },
     )
     apply(k8s, ns, spec)
     wait_available(k8s, ns, NAME, 3, timeout=300)
@@ -124,6 +139,19 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
         etcdctl(k8s, ns, f"{NAME}-0", "put", "tick", str(n))
         time.sleep(1)
 
+    # Outside the schedule's window nothing is defragmented, and status says what waits.
+    def waiting() -> dict[str, Any]:
+        obj = get(k8s, ns, "etcd", NAME)
+        message = str(obj["status"].get("space", {}).get("message") or "")
+        return obj if "waiting for the defragmentation window" in message else {}
+
+    obj = k8s.wait_for(waiting, timeout=RECOVERY_TIMEOUT, interval=3, what="the window waited for")
+    assert CLOSED in obj["status"]["space"]["message"], obj["status"]["space"]
+    assert not any(m.get("lastDefragmented") for m in obj["status"]["members"])
+    assert reasons(k8s, ns, "Defragmented") == []
+    # A line that fires every minute, each window a minute long: always open.
+    set_schedule(k8s, ns, "* * * * *")
+
     def defragmented() -> dict[str, Any]:
         obj = get(k8s, ns, "etcd", NAME)
         members = obj["status"].get("members") or []
@@ -145,7 +173,9 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     last = {m["name"]: m["lastDefragmented"] for m in obj["status"]["members"]}
     assert last[moved[0].split(":")[0]] == max(last.values()), (last, moved)
 
-    # 2. NOSPACE raised by history (one key overwritten): recovered without a person.
+    # 2. NOSPACE raised by history (one key overwritten): recovered without a person, the
+    # window closed again (an outage waits for no window).
+    set_schedule(k8s, ns, CLOSED)
     for i in range(5):
         etcdctl(k8s, ns, f"{NAME}-0", "put", f"keep/{i}", "old")
         etcdctl(k8s, ns, f"{NAME}-0", "put", f"keep/{i}", f"newest-{i}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from etcd_runbook.names import ANN_CHECK_REQUESTED
+from etcd_runbook.names import ANN_CHECK_REQUESTED, ANN_SPACE_FULL, LABEL_CLUSTER
 from testbed.cluster import K8sCluster
 from tests.e2e.helpers import (
     TLS_ARGS,
@@ -243,6 +243,10 @@ def test_defragmentation_policy_nospace_recovered_and_database_full_said(
     )
     assert not put_stdin(k8s, ns, "after-full", "writes again")
     wait_available(k8s, ns, NAME, 3, timeout=120)
+    # The record of the full database is gone with the alarm.
+    claims = get(k8s, ns, "pvc", "-l", f"{LABEL_CLUSTER}={NAME}")["items"]
+    assert len(claims) == 3
+    assert not [c for c in claims if ANN_SPACE_FULL in c["metadata"].get("annotations", {})]
 
     # 5. etcd's settings from the spec, and limits: one change rolls the members one at a time,
     # the leader last after leadership moved away; each member then runs with the flags, and

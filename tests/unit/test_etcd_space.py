@@ -303,6 +303,13 @@ def test_records_and_events_of_a_run() -> None:
     assert [r["metadata"]["annotations"][ANN_SPACE_FULL] for r in verdict["records"]] == [
         f"9 e-0 {62 * MiB}"
     ] * 2
+    # Recovered (every member below the disarm line): a former record is removed.
+    roomy = normalize_spec(obj(storage={"quotaBackendBytes": "128Mi"}), {})
+    verdict = nospace_verdict(RESULTS, space, roomy, "ns")
+    assert verdict["disarm"]
+    assert [r["metadata"]["annotations"] for r in verdict["records"]] == [
+        {ANN_SPACE_FULL: None}
+    ] * 2
     record: dict[str, Any] = {ANN_DEFRAGMENTED: "2026-11-17T20:40:42Z 1 2"}
     claimed = [claim(0, **record)]
     facts = {**healthy3(), "claims": claimed + [claim(i) for i in (1, 2)]}

@@ -430,7 +430,8 @@ def _defragmented(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [step for r in results for step in r.get("members") or [] if step.get("finished_at")]
 
 
-def _claim_patch(namespace: str, member: str, annotation: str, value: str) -> dict[str, Any]:
+def _claim_patch(namespace: str, member: str, annotation: str, value: str | None) -> dict[str, Any]:
+    """A merge patch of a member's claim annotation (None removes it)."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -483,20 +484,17 @@ def nospace_verdict(
     results: list[dict[str, Any]], space: dict[str, Any], spec: dict[str, Any], namespace: str
 ) -> dict[str, Any]:
     """space_verdict of the sizes the defragmentations of `space` (the run's space work) left,
-    with the claim patches that record a full database (`records`, empty when the alarm may
-    be disarmed)."""
+    with the claim patches of the verdict (`records`): a full database recorded on every
+    member's claim, or, when the alarm may be disarmed, a former record removed (a patch
+    that removes what a claim lacks writes nothing)."""
     sizes = [{"name": s["name"], "db_size": s["db_size_after"]} for s in _defragmented(results)]
     verdict = space_verdict(
         sizes, spec["quota_bytes"], spec["volume_bytes"], int(space.get("revision", 0))
     )
-    records = (
-        [
-            _claim_patch(namespace, name, ANN_SPACE_FULL, verdict["record"])
-            for name in space["members"]
-        ]
-        if verdict["record"]
-        else []
-    )
+    records = [
+        _claim_patch(namespace, name, ANN_SPACE_FULL, verdict["record"] or None)
+        for name in space["members"]
+    ]
     return {**verdict, "records": records}
 
 

@@ -321,8 +321,12 @@ def test_records_and_events_of_a_run() -> None:
 @pytest.mark.parametrize(
     ("sizes", "alarm", "recheck"),
     [
+        # Far from the quota (320Mi for the default 1Gi volume): the full-run interval.
         ({n: (10 * MiB, 1 * MiB) for n in range(3)}, "", None),
-        # Half the quota (320Mi for the default 1Gi volume) on one member: looked at often.
+        ({n: (79 * MiB, 1 * MiB) for n in range(3)}, "", None),
+        # A quarter of it on one member: every two minutes.
+        ({0: (10 * MiB, 1 * MiB), 1: (80 * MiB, 75 * MiB), 2: (1 * MiB, 1 * MiB)}, "", 120.0),
+        # Half of it: often.
         ({0: (10 * MiB, 1 * MiB), 1: (160 * MiB, 150 * MiB), 2: (1 * MiB, 1 * MiB)}, "", 30.0),
         ({n: (10 * MiB, 1 * MiB) for n in range(3)}, "NOSPACE", 30.0),
     ],
@@ -444,8 +448,8 @@ def unhealthy(facts: dict, n: int) -> dict:
 
 
 NIGHTLY = {"schedule": "0 3 * * *"}
-# Fragmented (130Mi free of 150Mi each) yet under half the 320Mi quota: no pressure.
-LIGHT = {n: (150 * MiB, 20 * MiB) for n in range(3)}
+# Worth defragmenting (68Mi free each) and below every pressure step (a quarter of 320Mi).
+LIGHT = {n: (78 * MiB, 10 * MiB) for n in range(3)}
 
 
 @pytest.mark.parametrize(
@@ -455,13 +459,13 @@ LIGHT = {n: (150 * MiB, 20 * MiB) for n in range(3)}
         (
             scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY),
             "",
-            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window "
+            "e-1, e-2, e-0 would free 204Mi: waiting for the defragmentation window "
             '(spec.defragmentation.schedule "0 3 * * *", next 2026-11-29T03:00:00Z)',
         ),
         (
             scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY, timeZone="Europe/Berlin"),
             "",
-            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window "
+            "e-1, e-2, e-0 would free 204Mi: waiting for the defragmentation window "
             '(spec.defragmentation.schedule "0 3 * * *" in Europe/Berlin, '
             "next 2026-11-29T02:00:00Z)",
         ),
@@ -490,7 +494,7 @@ LIGHT = {n: (150 * MiB, 20 * MiB) for n in range(3)}
         (
             unhealthy(scheduled(LIGHT, "2026-11-28T12:00:00Z", **NIGHTLY), 1),
             "",
-            "e-1, e-2, e-0 would free 390Mi: waiting for the defragmentation window",
+            "e-1, e-2, e-0 would free 204Mi: waiting for the defragmentation window",
         ),
         (
             unhealthy(scheduled(LIGHT, "2026-11-28T03:10:00Z", **NIGHTLY), 1),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from etcd_runbook.rules import cron
 from etcd_runbook.rules import etcd_backup_jobs as bj
 from tests.filters import load_filter
 
@@ -359,7 +360,7 @@ def test_jobs_of_another_backup_are_not_counted():
     "line", ["0 3 * * 0", "0 3 * * SUN", "0 3 * * 1-6", "@weekly", "*/5 * * * *"]
 )
 def test_what_the_cronjob_controller_takes_is_no_problem(line):
-    assert bj.schedule_problem(line) == ""
+    assert cron.schedule_problem(line) == ""
 
 
 def test_the_filter_reports_a_refusal_instead_of_raising():
@@ -857,7 +858,7 @@ def test_objects_that_are_not_the_backups_are_said_when_its_job_is_done():
     ],
 )
 def test_next_schedule_time(line, zone, now, expected):
-    assert bj.next_schedule_time(line, zone, now) == expected
+    assert cron.next_schedule_time(line, zone, now) == expected
 
 
 @pytest.mark.parametrize(
@@ -894,8 +895,8 @@ def test_next_schedule_time(line, zone, now, expected):
     ],
 )
 def test_a_line_that_cannot_be_read_has_no_next_time(line):
-    assert bj.parse_cron(line) is None
-    assert bj.next_schedule_time(line, "", "2026-11-24T00:00:00Z") == ""
+    assert cron.parse_cron(line) is None
+    assert cron.next_schedule_time(line, "", "2026-11-24T00:00:00Z") == ""
 
 
 @pytest.mark.parametrize(
@@ -910,7 +911,7 @@ def test_a_line_that_cannot_be_read_has_no_next_time(line):
     ],
 )
 def test_no_next_time_for_an_unknown_zone_or_no_now(zone, now):
-    assert bj.next_schedule_time("0 0 * * *", zone, now) == ""
+    assert cron.next_schedule_time("0 0 * * *", zone, now) == ""
 
 
 @pytest.mark.parametrize(

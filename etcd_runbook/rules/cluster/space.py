@@ -36,7 +36,7 @@ from etcd_runbook.rules.cluster.common import (
 )
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
 from etcd_runbook.rules.cluster.spec import quota_limit
-from etcd_runbook.rules.etcd_backup_jobs import RFC3339, next_run, schedule_problem
+from etcd_runbook.rules.cron import RFC3339, next_run, schedule_problem
 from etcd_runbook.rules.etcd_pods import seconds_between
 
 # A NOSPACE alarm is disarmed only once every member's database is this far (percent) below

@@ -19,7 +19,7 @@ from etcd_runbook.rules.cluster.common import (
     stable_hash,
     version_tuple,
 )
-from etcd_runbook.rules.etcd_backup_jobs import _zone, schedule_problem
+from etcd_runbook.rules.cron import schedule_problem, zone_info
 from etcd_runbook.rules.etcd_tls_secrets import secret_names
 
 DEFAULT_VERSION = "3.6.16"
@@ -399,7 +399,7 @@ def _defrag_window(asked: dict[str, Any], problems: list[dict[str, str]]) -> dic
         seconds = DEFAULT_DEFRAG_WINDOW
     zone = asked.get("timeZone")
     zone_text = "UTC" if zone is None or zone == "" else str(zone)
-    if not isinstance(zone, str | None) or _zone(zone_text) is None:
+    if not isinstance(zone, str | None) or zone_info(zone_text) is None:
         problems.append(
             _refusal(
                 "InvalidSpec",

@@ -5,6 +5,7 @@ rules, defaulting, type/bound/pattern validation). CEL rules need an API server
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,25 @@ def validate(schema: dict[str, Any], obj: Any) -> list[str]:
     ]
 
 
+# A list item picked by a field's value, as printer columns pick a condition:
+# `conditions[?(@.type=="Ready")]`.
+_FILTERED = re.compile(r'^(\w+)\[\?\(@\.(\w+)=="[^"]*"\)\]$')
+
+
 def resolves(schema: dict[str, Any], json_path: str) -> bool:
-    node = schema
-    for part in json_path.lstrip(".").split("."):
-        node = node.get("properties", {}).get(part)
+    node: dict[str, Any] | None = schema
+    # Split on the dots outside a filter only.
+    for part in re.findall(r"(?:[^.\[]|\[[^\]]*\])+", json_path.lstrip(".")):
+        assert node is not None
+        filtered = _FILTERED.match(part)
+        name = filtered.group(1) if filtered else part
+        node = node.get("properties", {}).get(name)
         if node is None:
             return False
+        if filtered:
+            node = node.get("items") or {}
+            if filtered.group(2) not in node.get("properties", {}):
+                return False
     return True
 
 

@@ -193,8 +193,57 @@ def test_a_defragmentation_window_is_taken(crd, k8s_namespace):
 def test_short_name_and_printer_columns(crd, k8s_namespace):
     create(crd, k8s_namespace, "columns", {"size": 5})
     header, row = crd.kubectl("-n", k8s_namespace, "get", "etcd").stdout.splitlines()
-    assert header.split() == ["NAME", "SIZE", "READY", "VERSION", "PHASE", "AGE"]
+    assert header.split() == [
+        "NAME", "SIZE", "READY", "VERSION", "AVAILABLE", "HEALTH", "PHASE", "AGE"
+    ]  # fmt: skip
     assert row.split()[:2] == ["columns", "5"]
+    # The status an operator writes shows in the columns; -o wide adds the leader and the ID.
+    status = {
+        "status": {
+            "phase": "Running",
+            "readyMembers": 3,
+            "currentVersion": "3.6.16",
+            "leader": "columns-1",
+            "clusterID": "cdf818194e3a8c32",
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": "m",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                for t, s, r in (
+                    ("Available", "True", "QuorumHealthy"),
+                    ("Degraded", "True", "NodeLost"),
+                )
+            ],
+        }
+    }
+
+    def shown() -> list[str]:
+        # Written again each time: an operator running on the cluster may write this paused
+        # object's status between the patch and the read.
+        crd.kubectl(
+            "-n", k8s_namespace, "patch", "etcd", "columns", "--subresource=status",
+            "--type=merge", "-p", json.dumps(status),
+        )  # fmt: skip
+        table = crd.kubectl("-n", k8s_namespace, "get", "etcd", "-o", "wide").stdout
+        return table.splitlines()
+
+    header = crd.wait_for(
+        lambda: (
+            (lines := shown())[1].split()[4:9]
+            == ["True", "NodeLost", "Running", "columns-1", "cdf818194e3a8c32"]
+            and lines
+        ),
+        timeout=30,
+        what="the status in the columns",
+    )[0]
+    assert header.split()[:10] == [
+        "NAME", "SIZE", "READY", "VERSION", "AVAILABLE", "HEALTH", "PHASE", "LEADER",
+        "CLUSTER-ID", "AGE",
+    ]  # fmt: skip
 
 
 def test_scale_subresource_sets_spec_size(crd, k8s_namespace):

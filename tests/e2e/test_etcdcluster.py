@@ -61,8 +61,11 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
 
     # Printer columns.
     table = k8s.kubectl("-n", ns, "get", "etcd").stdout.splitlines()
-    assert table[0].split() == ["NAME", "SIZE", "READY", "VERSION", "PHASE", "AGE"]
-    assert table[1].split()[:5] == [name, "3", "3", "3.6.16", "Running"]
+    assert table[0].split() == [
+        "NAME", "SIZE", "READY", "VERSION", "AVAILABLE", "HEALTH", "PHASE", "AGE"
+    ]  # fmt: skip
+    row = [name, "3", "3", "3.6.16", "True", "AllMembersHealthy", "Running"]
+    assert table[1].split()[:7] == row
 
     # Keys written through the client Service are read back through it from another member.
     svc = f"https://{name}-client.{ns}.svc.cluster.local:2379"

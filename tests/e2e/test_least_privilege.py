@@ -42,6 +42,8 @@ def test_a_cluster_outside_the_allow_lists_is_refused_and_nothing_is_made(
 
         degraded = k8s.wait_for(refused, timeout=120, interval=1, what=f"{name} refused")
         assert degraded["status"] == "True" and degraded["message"].startswith(field), degraded
+        # A new cluster refused reads Failed, not Creating for ever.
+        assert get(k8s, ns, "etcd", name)["status"]["phase"] == "Failed"
 
         # The run's Events go out when it ends; status may say it a moment before.
         def told(name: str = name) -> list[dict[str, Any]]:

@@ -2088,6 +2088,21 @@ def test_report_of_a_new_cluster():
 
 
 @pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"storage": {"size": "lots"}}, "InvalidSpec"),
+        ({"version": "3.5.1"}, "InvalidSpec"),
+        ({"etcd": {"featureGates": {"NoSuchGate": True}}}, "InvalidSpec"),
+    ],
+)
+def test_a_new_cluster_refused_reads_failed_not_creating(spec, reason):
+    r = ep.report({"object": obj(status={}, **spec), "pods": [], "claims": [], "info": {}})
+    assert r["phase"] == "Failed" and r["failed"]
+    assert cond(r, "Available") == ("False", "Creating")
+    assert cond(r, "Degraded") == ("True", reason)
+
+
+@pytest.mark.parametrize(
     "peer, name",
     [
         (f"https://e-1.{DOMAIN}:2380", "e-1"),

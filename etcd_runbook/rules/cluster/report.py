@@ -213,7 +213,10 @@ def _phase_of(o: _Observed, p: dict[str, Any], r: dict[str, Any]) -> str:
     if o.paused:
         return "Paused"
     if r["a_reason"] == "Creating":
-        return "Creating"
+        # A new cluster the runbook refuses (a spec it cannot make, a Secret missing, a name
+        # taken) would read Creating for ever: Failed, and Degraded says why. It reads
+        # Creating again once the refusal is mended.
+        return "Failed" if r["refusals"] else "Creating"
     if not r["available"]:
         if r["a_reason"] == "Recovering":
             return "Recovering"

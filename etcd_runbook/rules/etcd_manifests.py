@@ -36,7 +36,7 @@ from etcd_runbook.names import (
     MEMBER_DATA_DIR,
 )
 from etcd_runbook.rules.cluster.common import PlanError, parse_quantity, version_tuple
-from etcd_runbook.rules.cluster.spec import FEATURE_GATES
+from etcd_runbook.rules.cluster.spec import FEATURE_GATES, MAX_DEFRAG_MEMBER_TIMEOUT
 from etcd_runbook.rules.etcd_restore_plan import recovery_job
 
 # etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
@@ -336,9 +336,10 @@ def _etcd_container(
 HEALTH_SPLIT = {(3, 4): 31, (3, 5): 11}
 # How long a member may fail /livez before the kubelet restarts it: a defragmentation blocks
 # the member's reads for its whole rewrite, and a run gives one member at most
-# spec.defragmentation.memberTimeout (10m at most): 15 minutes never cuts one short.
+# spec.defragmentation.memberTimeout (MAX_DEFRAG_MEMBER_TIMEOUT): five minutes more than that
+# (15 minutes) never cuts one short.
 LIVENESS_PERIOD = 10
-LIVENESS_FAILURES = 90
+LIVENESS_FAILURES = (MAX_DEFRAG_MEMBER_TIMEOUT + 300) // LIVENESS_PERIOD
 
 
 def has_health_split(version: str) -> bool:

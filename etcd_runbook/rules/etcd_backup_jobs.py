@@ -37,6 +37,7 @@ from etcd_runbook.names import (
     LABEL_JOB,
     MANAGED_BY,
 )
+from etcd_runbook.rules.cluster.spec import cluster_domain
 from etcd_runbook.rules.cron import RFC3339, next_schedule_time, schedule_problem
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
@@ -133,6 +134,8 @@ def pod_spec(
     env: list[dict[str, Any]] = [
         # The playbook writes why it failed here, for the operator to put into a condition.
         {"name": "ETCD_BACKUP_RESULT_FILE", "value": TERMINATION_LOG},
+        # The members' names end in the cluster's domain, as the operator was told it.
+        {"name": "ETCD_RUNBOOK_CLUSTER_DOMAIN", "value": cluster_domain(options)},
     ]
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]

@@ -242,3 +242,4 @@ def test_the_allow_lists_are_the_operator_s_settings_empty_by_default(rendered):
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["ETCD_RUNBOOK_ALLOWED_REPOSITORIES"] == ""
     assert env["ETCD_RUNBOOK_ALLOWED_PRIORITY_CLASSES"] == ""
+    assert env["ETCD_RUNBOOK_CLUSTER_DOMAIN"] == "cluster.local"

@@ -984,3 +984,11 @@ def test_a_next_time_that_no_longer_holds_is_reported_null(case, spec, refused):
     refusals = [{"reason": "ClusterNotFound", "message": "no cluster"}] if refused else []
     status = bj.report(obj, [], [], None, refusals, "2026-11-24T10:00:00Z")["status"]
     assert "nextScheduleTime" in status and status["nextScheduleTime"] is None, case
+
+
+@pytest.mark.parametrize(
+    "options, domain", [({}, "cluster.local"), ({"domain": "corp.internal"}, "corp.internal")]
+)
+def test_the_job_reaches_the_members_under_the_operator_s_cluster_domain(options, domain):
+    env = pod_of(bj.workload(backup(), IMAGE, options))["containers"][0]["env"]
+    assert {"name": "ETCD_RUNBOOK_CLUSTER_DOMAIN", "value": domain} in env

@@ -10,6 +10,7 @@ import pytest
 
 from etcd_runbook.rules import etcd_plan as ep
 from etcd_runbook.rules import etcd_restore_plan as rp
+from etcd_runbook.rules.cluster.spec import cluster_domain
 from tests.unit.test_etcd_plan import healthy3, info, member, obj
 from tests.unit.test_etcd_restore_plan import restore, seen, target
 
@@ -151,3 +152,30 @@ def test_a_restore_onto_a_repository_outside_the_list_is_refused_and_makes_nothi
     assert result["create"] == [], "no cluster, claim or restore Job"
     # Without the list, the same restore goes ahead.
     assert rp.plan(obj_, seen(), target(obj_))["create"]
+
+
+@pytest.mark.parametrize(
+    "domain, used, refused",
+    [
+        (None, "cluster.local", False),
+        ("", "cluster.local", False),
+        ("corp.internal", "corp.internal", False),
+        ("k8s-prod.example.com", "k8s-prod.example.com", False),
+        ("Cluster.Local", "Cluster.Local", True),
+        ("cluster.local.", "cluster.local.", True),
+        ("a..b", "a..b", True),
+        ("-edge.example", "-edge.example", True),
+        ("x" * 64 + ".example", "x" * 64 + ".example", True),
+        ("evil.example/path", "evil.example/path", True),
+    ],
+)
+def test_the_cluster_domain_is_the_operator_s_setting_and_a_dns_name(domain, used, refused):
+    """Every member's peer and client URL and certificate name ends in it: a domain that is no
+    DNS name is refused, naming the setting, before anything is made from it."""
+    options = {} if domain is None else {"domain": domain}
+    assert cluster_domain(options) == used
+    normalized = ep.normalize_spec({"metadata": {"name": "e"}, "spec": {}}, options)
+    fields = [p["field"] for p in normalized["problems"]]
+    assert fields == (["ETCD_RUNBOOK_CLUSTER_DOMAIN"] if refused else [])
+    if refused:
+        assert repr(used) in normalized["problems"][0]["message"]

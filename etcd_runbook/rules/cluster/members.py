@@ -39,6 +39,7 @@ from etcd_runbook.rules.cluster.observed import (
     pod_ready,
 )
 from etcd_runbook.rules.cluster.roll import never_healthy, pod_created
+from etcd_runbook.rules.cluster.spec import cluster_domain
 from etcd_runbook.rules.etcd_pods import container_trouble, seconds_between, unschedulable
 
 # How long a learner whose etcd runs may take to catch up with the leader and be promoted. A
@@ -183,7 +184,7 @@ def _foreign_refusal(o: _Observed) -> dict[str, str] | None:
     and nothing is changed or cleaned up while they are there."""
     if not o.foreign:
         return None
-    domain = str(o.options.get("domain") or "cluster.local")
+    domain = cluster_domain(o.options)
     ours = member_url(o.name, o.namespace, domain, o.spec["tls"], f"{o.name}-N", PEER_PORT)
     listed = ", ".join(
         f"member {m['id']} at {', '.join(m.get('peer_urls') or []) or 'no peer URL'}"

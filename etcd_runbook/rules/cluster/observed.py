@@ -32,7 +32,7 @@ from etcd_runbook.rules.cluster.common import (
     quorum_of,
     url_key,
 )
-from etcd_runbook.rules.cluster.spec import MIN_QUOTA, normalize_spec, quota_limit
+from etcd_runbook.rules.cluster.spec import MIN_QUOTA, cluster_domain, normalize_spec, quota_limit
 from etcd_runbook.rules.cluster.tls import tls_plan
 
 # What earlier steps of a plan decided, by the plan's own keys (and a few of their own: `gate`,
@@ -288,7 +288,7 @@ class _Observed:
             self.spec["quota_bytes"] = max(
                 MIN_QUOTA, min(self.spec["quota_bytes"], quota_limit(capacity))
             )
-        domain = str(self.options.get("domain") or "cluster.local")
+        domain = cluster_domain(self.options)
         names = [f"{self.name}-{i}" for i in range(MAX_INDEX + 1)]
 
         def urls(port: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ from etcd_runbook.rules.cluster.common import (
     quorum_of,
 )
 from etcd_runbook.rules.cluster.observed import Decided, _Observed
-from etcd_runbook.rules.cluster.spec import pod_hash
+from etcd_runbook.rules.cluster.spec import cluster_domain, pod_hash
 from etcd_runbook.rules.cluster.upgrade import member_version
 
 # The plan's lists that repair.yml carries out before any membership change: what must not be
@@ -57,7 +57,7 @@ def _identity(o: _Observed, d: Decided) -> dict[str, Any]:
         "name": o.name,
         "namespace": o.namespace,
         "uid": str(_meta(o.obj).get("uid") or ""),
-        "domain": str(o.options.get("domain") or "cluster.local"),
+        "domain": cluster_domain(o.options),
         "auto_compaction_retention": str(o.options.get("auto_compaction_retention") or "1h"),
         "spec": o.spec,
         "paused": o.paused,

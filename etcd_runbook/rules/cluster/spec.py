@@ -25,6 +25,12 @@ from etcd_runbook.rules.etcd_tls_secrets import secret_names
 DEFAULT_VERSION = "3.6.16"
 DEFAULT_REPOSITORY = "gcr.io/etcd-development/etcd"
 DEFAULT_STORAGE = "1Gi"
+# The Kubernetes cluster's DNS domain, which every member's peer and client URL and every
+# certificate name ends in. A cluster configured otherwise needs the operator told
+# (ETCD_RUNBOOK_CLUSTER_DOMAIN): members could not reach each other by these names.
+DEFAULT_DOMAIN = "cluster.local"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DOMAIN = re.compile(rf"(?=.{{1,253}}$){_DNS_LABEL}(\.{_DNS_LABEL})*")
 # How long a member's node may be unreachable before the member is replaced on another node
 # (spec.nodeLossTimeout): Kubernetes' own default for evicting Pods from such a node.
 DEFAULT_NODE_LOSS_TIMEOUT = 300
@@ -230,6 +236,26 @@ def node_loss_seconds(value: Any) -> int | None:
         return None
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return hours * 3600 + minutes * 60 + seconds
+
+
+def cluster_domain(options: dict[str, Any]) -> str:
+    """The DNS domain of the members' names (`options.domain`: the operator's
+    ETCD_RUNBOOK_CLUSTER_DOMAIN, or a role's `*_domain` by hand)."""
+    return str(options.get("domain") or DEFAULT_DOMAIN)
+
+
+def domain_problem(options: dict[str, Any]) -> dict[str, str] | None:
+    """A cluster domain no member name could end in, refused before any URL or certificate
+    is made from it."""
+    domain = cluster_domain(options)
+    if _DOMAIN.fullmatch(domain):
+        return None
+    return _refusal(
+        "InvalidSetting",
+        "ETCD_RUNBOOK_CLUSTER_DOMAIN",
+        f"the cluster domain {domain!r} (the operator's ETCD_RUNBOOK_CLUSTER_DOMAIN) is not a "
+        "DNS name in lower case, such as cluster.local; nothing is changed until it is",
+    )
 
 
 def not_allowed(spec: dict[str, Any], options: dict[str, Any]) -> list[dict[str, str]]:
@@ -627,6 +653,8 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     node_loss, min_ready = _timings(spec, problems)
     defragmentation = _defragmentation(spec, problems)
     settings = _etcd_settings(spec, version, problems)
+    if bad_domain := domain_problem(options):
+        problems.append(bad_domain)
     refused = not_allowed(spec, options)
     problems.extend(refused)
     warning = _size_warning(size)

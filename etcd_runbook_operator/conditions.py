@@ -10,7 +10,9 @@ without a role-provided Degraded condition gives Degraded=True with the failed t
 and the failed module's reason word (NameTaken, Forbidden ...), else RunbookFailed, and without
 a role-provided Available condition Available=Unknown: a run that failed before it could look
 says nothing about availability, and the last value may be a lie by now. Messages are cut to
-MESSAGE_LIMIT characters: a condition names a cause, it does not carry whole objects.
+MESSAGE_LIMIT characters: a condition names a cause, it does not carry whole objects. Ready
+sums the three up after every write, for the tools that read one condition (kstatus, Flux, Argo
+CD): True only when the object is Available with nothing in progress and nothing degraded.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import copy
 from typing import Any
 
 CONDITION_TYPES = ("Available", "Progressing", "Degraded")
+READY = "Ready"
 MESSAGE_LIMIT = 512
 
 
@@ -67,6 +70,32 @@ def get_condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions", []) if c.get("type") == type_), None)
 
 
+def set_ready(status: dict[str, Any], generation: int | None, now: str) -> dict[str, Any]:
+    """Set Ready from the other three, in place: its reason and message are those of the
+    condition that holds it back (Degraded first, then Progressing, then Available)."""
+    available, progressing, degraded = (get_condition(status, t) or {} for t in CONDITION_TYPES)
+    if available.get("status") == "True" and "True" not in (
+        progressing.get("status"),
+        degraded.get("status"),
+    ):
+        value, source = "True", available
+    else:
+        value = "Unknown" if not available or available.get("status") == "Unknown" else "False"
+        source = next((c for c in (degraded, progressing) if c.get("status") == "True"), available)
+        if source is not available:
+            value = "False"
+    set_condition(
+        status,
+        READY,
+        value,
+        str(source.get("reason") or "Unknown"),
+        str(source.get("message") or "Nothing has been observed yet"),
+        generation,
+        now,
+    )
+    return status
+
+
 def before_run(status: dict[str, Any] | None, generation: int, now: str) -> dict[str, Any] | None:
     """Status to write before a run, or None: only a new generation is news."""
     status = copy.deepcopy(status or {})
@@ -81,7 +110,7 @@ def before_run(status: dict[str, Any] | None, generation: int, now: str) -> dict
         generation,
         now,
     )
-    return status
+    return set_ready(status, generation, now)
 
 
 def during_run(
@@ -118,7 +147,7 @@ def during_run(
             generation,
             now,
         )
-    return status
+    return set_ready(status, generation, now)
 
 
 def _merge(
@@ -189,4 +218,4 @@ def after_run(
                 now,
             )
     status["observedGeneration"] = generation
-    return status
+    return set_ready(status, generation, now)

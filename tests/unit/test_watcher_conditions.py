@@ -6,6 +6,7 @@ from etcd_runbook_operator.conditions import (
     before_run,
     during_run,
     get_condition,
+    set_ready,
 )
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -31,6 +32,7 @@ def test_success_defaults_and_last_transition_time_only_on_change():
         "Available": "True",
         "Progressing": "False",
         "Degraded": "False",
+        "Ready": "True",
     }
     s2 = after_run(s1, 1, True, {}, "", T1)
     assert s2 == s1, "an identical run changes nothing, so no status write"
@@ -178,3 +180,57 @@ def test_a_failed_module_names_the_reason_of_degraded():
     )
     assert get_condition(s, "Degraded")["reason"] == "NameTaken"
     assert get_condition(s, "Available")["reason"] == "RunbookFailed"
+
+
+def _conds(available: str, progressing: str, degraded: str) -> dict:
+    return {
+        "conditions": [
+            {"type": t, "status": v, "reason": f"{t}Why", "message": f"{t} says"}
+            for t, v in (
+                ("Available", available),
+                ("Progressing", progressing),
+                ("Degraded", degraded),
+            )
+            if v
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "available, progressing, degraded, ready, reason",
+    [
+        ("True", "False", "False", "True", "AvailableWhy"),
+        # Serving, but the spec is not met yet (a roll) or cannot be (a refused upgrade).
+        ("True", "True", "False", "False", "ProgressingWhy"),
+        ("True", "False", "True", "False", "DegradedWhy"),
+        ("True", "True", "True", "False", "DegradedWhy"),
+        ("False", "True", "False", "False", "ProgressingWhy"),
+        ("False", "False", "False", "False", "AvailableWhy"),
+        # Nothing known: a failed run that could not look, or nothing written yet.
+        ("Unknown", "False", "False", "Unknown", "AvailableWhy"),
+        ("Unknown", "False", "True", "False", "DegradedWhy"),
+        ("", "", "", "Unknown", "Unknown"),
+    ],
+)
+def test_ready_sums_up_the_three_for_tools_that_read_one(
+    available, progressing, degraded, ready, reason
+):
+    got = get_condition(set_ready(_conds(available, progressing, degraded), 4, T0), "Ready")
+    assert (got["status"], got["reason"], got["observedGeneration"]) == (ready, reason, 4)
+
+
+def test_ready_is_written_with_every_status_and_keeps_its_transition_time():
+    s1 = after_run(None, 1, True, {}, "", T0)
+    s2 = before_run(s1, 2, T1)
+    assert s2 is not None
+    ready = get_condition(s2, "Ready")
+    assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == (
+        "False",
+        "NewGeneration",
+        T1,
+    )
+    s3 = after_run(s2, 2, True, {}, "", T2)
+    assert get_condition(s3, "Ready")["status"] == "True"
+    assert (
+        get_condition(after_run(s3, 2, True, {}, "", "later"), "Ready")["lastTransitionTime"] == T2
+    )

@@ -33,6 +33,7 @@ lint: venv
 	ruff format --check .
 	mypy
 	lint-imports --no-cache
+	$(PY) hack/crd-embed --check
 	ansible-lint --profile production -q
 	shellcheck -x $(SHELL_SCRIPTS)
 	test -z "$$(gofmt -l hack/lincheck)" && cd hack/lincheck && GOTOOLCHAIN=local go vet ./...

@@ -1,11 +1,15 @@
 """The EtcdCluster CRD on the real API server of the local cluster: bad objects are refused
 with the field named, good ones get their defaults, CEL rules hold, /scale and /status work.
+The EtcdRestore's spec.cluster.spec is held to the same schema and rules.
 
-Objects are created paused, so an operator running on the same cluster leaves them alone."""
+Objects are created paused, so an operator running on the same cluster leaves them alone; a
+restore names an EtcdBackup that does not exist, so such an operator refuses it, making
+nothing."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +20,25 @@ from testbed.host import REPO
 pytestmark = pytest.mark.cluster
 
 CRD = REPO / "config/crd/bases/etcd.runbook.io_etcdclusters.yaml"
+RESTORE_CRD = REPO / "config/crd/bases/etcd.runbook.io_etcdrestores.yaml"
+
+
+def established(cluster: K8sCluster, path: Path, name: str) -> K8sCluster:
+    # Applied as written: the API server compiles every CEL rule and estimates its cost here,
+    # refusing the CRD for a rule that does not compile or costs too much.
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    return cluster
 
 
 @pytest.fixture(scope="module")
 def crd(k8s_cluster: K8sCluster) -> K8sCluster:
-    k8s_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    k8s_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.runbook.io"
-    )
-    return k8s_cluster
+    return established(k8s_cluster, CRD, "etcdclusters.etcd.runbook.io")
+
+
+@pytest.fixture(scope="module")
+def restore_crd(crd: K8sCluster) -> K8sCluster:
+    return established(crd, RESTORE_CRD, "etcdrestores.etcd.runbook.io")
 
 
 def manifest(name: str, spec: dict[str, Any]) -> str:
@@ -57,91 +71,92 @@ def refused(proc) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        (
-            {"size": 0},
-            "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
-        ),
-        (
-            {"size": 10},
-            "spec.size: Invalid value: 10: spec.size in body should be less than or equal to 9",
-        ),
-        ({"version": "latest"}, 'spec.version: Invalid value: "latest": spec.version in body'),
-        ({"version": "3.7.0"}, 'spec.version: Invalid value: "3.7.0"'),
-        ({"repository": "quay.io/coreos/etcd:v3.5.0"}, "spec.repository: Invalid value"),
-        ({"storage": {"size": "1GB"}}, "spec.storage.size: Invalid value"),
-        ({"storage": {"size": "0"}}, "spec.storage.size must be at least 512Mi"),
-        ({"storage": {"size": "256Mi"}}, "spec.storage.size must be at least 512Mi"),
-        (
-            {"storage": {"quotaBackendBytes": "2GB"}},
-            "spec.storage.quotaBackendBytes: Invalid value",
-        ),
-        (
-            {"storage": {"size": "1Gi", "quotaBackendBytes": "321Mi"}},
-            "spec.storage.quotaBackendBytes must be 64Mi to 8Gi and fit the volume",
-        ),
-        (
-            {"storage": {"size": "1Gi", "quotaBackendBytes": "32Mi"}},
-            "spec.storage.quotaBackendBytes must be 64Mi to 8Gi",
-        ),
-        (
-            {"defragmentation": {"minReclaim": "lots"}},
-            "spec.defragmentation.minReclaim must be a quantity of bytes such as 64Mi",
-        ),
-        (
-            {"defragmentation": {"memberTimeout": "0s"}},
-            "spec.defragmentation.memberTimeout must be a duration above zero",
-        ),
-        (
-            {"defragmentation": {"memberTimeout": "11m"}},
-            "spec.defragmentation.memberTimeout must be at most 10m",
-        ),
-        (
-            {"defragmentation": {"schedule": "at three"}},
-            "spec.defragmentation.schedule must be a cron line of five fields",
-        ),
-        (
-            {"defragmentation": {"schedule": "@daily", "window": "30s"}},
-            "spec.defragmentation.window must be a duration from 1m to 168h",
-        ),
-        (
-            {"defragmentation": {"schedule": "@daily", "window": "200h"}},
-            "spec.defragmentation.window must be a duration from 1m to 168h",
-        ),
-        (
-            {"defragmentation": {"schedule": "@daily", "timeZone": "../etc"}},
-            "spec.defragmentation.timeZone must be an IANA time zone",
-        ),
-        (
-            {"etcd": {"heartbeatInterval": 300, "electionTimeout": 1000}},
-            "spec.etcd.electionTimeout must be at least five heartbeats",
-        ),
-        (
-            {"etcd": {"autoCompactionMode": "revision"}},
-            "spec.etcd.autoCompactionMode revision needs spec.etcd.autoCompactionRetention",
-        ),
-        (
-            {"etcd": {"autoCompactionRetention": "10000"}},
-            "spec.etcd.autoCompactionRetention must be a duration such as 30m",
-        ),
-        (
-            {"etcd": {"maxRequestBytes": "1Gi"}},
-            "spec.etcd.maxRequestBytes must be a quantity from 1Ki to 64Mi",
-        ),
-        ({"etcd": {"logLevel": "loud"}}, 'spec.etcd.logLevel: Unsupported value: "loud"'),
-        ({"pod": {"antiAffinity": "always"}}, 'spec.pod.antiAffinity: Unsupported value: "always"'),
-        (
-            {"tls": {"enabled": False, "secrets": {"peer": "p", "server": "s", "client": "c"}}},
-            "spec.tls.secrets requires spec.tls.enabled: true",
-        ),
-        (
-            {"pod": {"labels": {"etcd.runbook.io/cluster": "other"}}},
-            "spec.pod.labels may not set etcd.runbook.io/",
-        ),
-    ],
-)
+BAD_SPECS: list[tuple[dict[str, Any], str]] = [
+    (
+        {"size": 0},
+        "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+    ),
+    (
+        {"size": 10},
+        "spec.size: Invalid value: 10: spec.size in body should be less than or equal to 9",
+    ),
+    ({"version": "latest"}, 'spec.version: Invalid value: "latest": spec.version in body'),
+    ({"version": "3.7.0"}, 'spec.version: Invalid value: "3.7.0"'),
+    ({"repository": "quay.io/coreos/etcd:v3.5.0"}, "spec.repository: Invalid value"),
+    ({"storage": {"size": "1GB"}}, "spec.storage.size: Invalid value"),
+    ({"storage": {"size": "10 Gi"}}, 'spec.storage.size: Invalid value: "10 Gi"'),
+    ({"storage": {"size": "0"}}, "spec.storage.size must be at least 512Mi"),
+    ({"storage": {"size": "256Mi"}}, "spec.storage.size must be at least 512Mi"),
+    (
+        {"storage": {"quotaBackendBytes": "2GB"}},
+        "spec.storage.quotaBackendBytes: Invalid value",
+    ),
+    (
+        {"storage": {"size": "1Gi", "quotaBackendBytes": "321Mi"}},
+        "spec.storage.quotaBackendBytes must be 64Mi to 8Gi and fit the volume",
+    ),
+    (
+        {"storage": {"size": "1Gi", "quotaBackendBytes": "32Mi"}},
+        "spec.storage.quotaBackendBytes must be 64Mi to 8Gi",
+    ),
+    (
+        {"defragmentation": {"minReclaim": "lots"}},
+        "spec.defragmentation.minReclaim must be a quantity of bytes such as 64Mi",
+    ),
+    (
+        {"defragmentation": {"memberTimeout": "0s"}},
+        "spec.defragmentation.memberTimeout must be a duration above zero",
+    ),
+    (
+        {"defragmentation": {"memberTimeout": "11m"}},
+        "spec.defragmentation.memberTimeout must be at most 10m",
+    ),
+    (
+        {"defragmentation": {"schedule": "at three"}},
+        "spec.defragmentation.schedule must be a cron line of five fields",
+    ),
+    (
+        {"defragmentation": {"schedule": "@daily", "window": "30s"}},
+        "spec.defragmentation.window must be a duration from 1m to 168h",
+    ),
+    (
+        {"defragmentation": {"schedule": "@daily", "window": "200h"}},
+        "spec.defragmentation.window must be a duration from 1m to 168h",
+    ),
+    (
+        {"defragmentation": {"schedule": "@daily", "timeZone": "../etc"}},
+        "spec.defragmentation.timeZone must be an IANA time zone",
+    ),
+    (
+        {"etcd": {"heartbeatInterval": 300, "electionTimeout": 1000}},
+        "spec.etcd.electionTimeout must be at least five heartbeats",
+    ),
+    (
+        {"etcd": {"autoCompactionMode": "revision"}},
+        "spec.etcd.autoCompactionMode revision needs spec.etcd.autoCompactionRetention",
+    ),
+    (
+        {"etcd": {"autoCompactionRetention": "10000"}},
+        "spec.etcd.autoCompactionRetention must be a duration such as 30m",
+    ),
+    (
+        {"etcd": {"maxRequestBytes": "1Gi"}},
+        "spec.etcd.maxRequestBytes must be a quantity from 1Ki to 64Mi",
+    ),
+    ({"etcd": {"logLevel": "loud"}}, 'spec.etcd.logLevel: Unsupported value: "loud"'),
+    ({"pod": {"antiAffinity": "always"}}, 'spec.pod.antiAffinity: Unsupported value: "always"'),
+    (
+        {"tls": {"enabled": False, "secrets": {"peer": "p", "server": "s", "client": "c"}}},
+        "spec.tls.secrets requires spec.tls.enabled: true",
+    ),
+    (
+        {"pod": {"labels": {"etcd.runbook.io/cluster": "other"}}},
+        "spec.pod.labels may not set etcd.runbook.io/",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_SPECS)
 def test_bad_spec_is_refused_naming_the_field(crd, k8s_namespace, spec, message):
     stderr = refused(create(crd, k8s_namespace, "bad", spec, check=False))
     assert message in stderr, stderr
@@ -328,3 +343,104 @@ def test_storage_class_and_tls_are_immutable(crd, k8s_namespace):
     spec = get(crd, k8s_namespace, "fixed")["spec"]
     assert spec["tls"] == {"enabled": True}
     assert "storageClassName" not in spec["storage"]
+
+
+# --- EtcdRestore: spec.cluster.spec ---------------------------------------------------------
+
+
+def create_restore(
+    cluster: K8sCluster, ns: str, name: str, spec: dict[str, Any], check: bool = True
+):
+    restore = {
+        "apiVersion": "etcd.runbook.io/v1alpha1",
+        "kind": "EtcdRestore",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"backupName": "missing"},
+            "cluster": {"name": name, "spec": {"paused": True, **spec}},
+        },
+    }
+    return cluster.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(restore), check=check)
+
+
+def restore_spec(cluster: K8sCluster, ns: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("-n", ns, "get", "etcdrestore", name, "-o", "json").stdout
+    return json.loads(out)["spec"]["cluster"]["spec"]
+
+
+def patch_restore(cluster: K8sCluster, ns: str, name: str, spec: dict[str, Any]):
+    body = json.dumps({"spec": {"cluster": {"spec": spec}}})
+    return cluster.kubectl(
+        "-n", ns, "patch", "etcdrestore", name, "--type=merge", "-p", body, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"replica": 3}, "spec.cluster.spec.replica"),
+        ({"storage": {"sise": "2Gi"}}, "spec.cluster.spec.storage.sise"),
+    ],
+)
+def test_a_restores_unknown_cluster_field_is_refused(restore_crd, k8s_namespace, spec, field):
+    """kubectl's default field validation is Strict: a field the schema lacks is an error (it
+    was kept, then pruned from the EtcdCluster made from it)."""
+    stderr = refused(create_restore(restore_crd, k8s_namespace, "typo", spec, check=False))
+    assert f'unknown field "{field}"' in stderr, stderr
+
+
+def test_a_restores_bad_cluster_spec_is_refused_as_an_etcdcluster_is(restore_crd, k8s_namespace):
+    """Every bad spec of the EtcdCluster table, in one namespace: the same error, its field
+    under spec.cluster.spec."""
+    differ = []
+    for spec, message in BAD_SPECS:
+        as_cluster = refused(create(restore_crd, k8s_namespace, "bad", spec, check=False))
+        as_restore = refused(create_restore(restore_crd, k8s_namespace, "bad", spec, check=False))
+        assert message in as_cluster, as_cluster
+        read = as_restore.replace("spec.cluster.spec.", "spec.").replace(
+            "EtcdRestore", "EtcdCluster"
+        )
+        if read != as_cluster:
+            differ.append(f"{spec}:\n  {as_cluster}  {as_restore}")
+    assert differ == []
+    assert restore_crd.kubectl("-n", k8s_namespace, "get", "etcdrestore", "-o", "name").stdout == ""
+
+
+def test_a_restores_cluster_spec_keeps_its_fields_and_gets_the_defaults(restore_crd, k8s_namespace):
+    spec = {
+        "size": 5,
+        "version": "3.5.35",
+        "storage": {"size": "2Gi", "quotaBackendBytes": "512Mi", "storageClassName": "fast"},
+        "pod": {"labels": {"team": "db"}, "affinity": {"nodeAffinity": {"x-free-form": True}}},
+        "etcd": {"logLevel": "warn", "heartbeatInterval": 200, "electionTimeout": 2000},
+        "defragmentation": {"schedule": "@daily", "window": "2h"},
+    }
+    create_restore(restore_crd, k8s_namespace, "good", spec)
+    create(restore_crd, k8s_namespace, "good", spec)
+    # What the EtcdCluster made from it would hold, with the same defaults.
+    assert (
+        restore_spec(restore_crd, k8s_namespace, "good")
+        == get(restore_crd, k8s_namespace, "good")["spec"]
+    )
+    kept = restore_spec(restore_crd, k8s_namespace, "good")
+    assert kept["storage"] == spec["storage"] and kept["etcd"] == spec["etcd"]
+    assert kept["tls"] == {"enabled": True} and kept["repository"] == "gcr.io/etcd-development/etcd"
+
+
+def test_a_restores_cluster_spec_may_be_mended_until_the_cluster_is_made(
+    restore_crd, k8s_namespace
+):
+    """The rules on a running cluster's changes are not carried over; the others still hold
+    on an update."""
+    create_restore(
+        restore_crd, k8s_namespace, "mend", {"storage": {"size": "2Gi", "storageClassName": "fast"}}
+    )
+    mended = {"storage": {"size": "1Gi", "storageClassName": "slow"}, "tls": {"enabled": False}}
+    proc = patch_restore(restore_crd, k8s_namespace, "mend", mended)
+    assert proc.returncode == 0, proc.stderr
+    spec = restore_spec(restore_crd, k8s_namespace, "mend")
+    assert spec["storage"] == mended["storage"] and spec["tls"] == {"enabled": False}
+    stderr = refused(
+        patch_restore(restore_crd, k8s_namespace, "mend", {"storage": {"size": "256Mi"}})
+    )
+    assert "spec.cluster.spec.storage.size" in stderr and "must be at least 512Mi" in stderr, stderr

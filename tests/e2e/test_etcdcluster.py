@@ -58,6 +58,13 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
     assert len({m["id"] for m in status["members"]}) == 3
     assert status["leader"] in {m["name"] for m in status["members"]}
     assert condition(obj, "Degraded")["status"] == "False"
+    # Ready sums the three up for kstatus, Flux and Argo CD, once nothing is left in progress.
+    k8s.wait_for(
+        lambda: condition(get(k8s, ns, "etcd", name), "Ready").get("status") == "True",
+        timeout=60,
+        interval=2,
+        what="Ready True",
+    )
 
     # Printer columns.
     table = k8s.kubectl("-n", ns, "get", "etcd").stdout.splitlines()

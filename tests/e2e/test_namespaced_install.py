@@ -126,10 +126,15 @@ def test_namespaced_install_backs_up_restores_and_snapshots_before_an_upgrade(
         got = etcdctl(k8s, ns, member, "get", "/e2e/kept", "--print-value-only")
         assert got.strip() == "namespaced"
 
+        # Nothing was refused to it but the node Leases this install does not hold (said once
+        # at start: a lost node is then noticed later, docs/install.md).
         log = k8s.kubectl("-n", home, "logs", f"deployment/{DEPLOYMENT}", "--tail=2000").stdout
-        assert "forbidden" not in log.lower(), [
-            line for line in log.splitlines() if "forbidden" in line.lower()
-        ][:5]
+        refused = [
+            line
+            for line in log.splitlines()
+            if "forbidden" in line.lower() and "nodeSilence is off" not in line
+        ]
+        assert not refused, refused[:5]
     finally:
         # The clusters go while an operator that honours their finalizer runs: this one.
         k8s.kubectl("-n", ns, "delete", "etcd", "--all", "--timeout=180s", check=False)

@@ -97,6 +97,7 @@ class Reconciler:
             if exc.status == 404:
                 self.skips.forget(key)
                 self.queue.forget(key)
+                self.metrics.forget(self.watch.kind, namespace, name)
                 return
             raise
         meta = obj["metadata"]
@@ -137,12 +138,8 @@ class Reconciler:
             return
         generation = int(obj["metadata"].get("generation") or 0)
         if self.watch.manage_status:
-            update_status(
-                self.kube,
-                self.resource,
-                namespace,
-                name,
-                lambda o: conditions.before_run(o.get("status"), generation, now_rfc3339()),
+            self._write_status(
+                key, lambda o: conditions.before_run(o.get("status"), generation, now_rfc3339())
             )
         self.in_flight.begin(key, generation)
         try:
@@ -191,6 +188,14 @@ class Reconciler:
         self.skips.forget(key)
         self.queue.forget(key)
 
+    def _write_status(
+        self, key: ObjKey, compute: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> None:
+        """update_status, then the object's gauges (metrics.py) set from the status written."""
+        written = update_status(self.kube, self.resource, *key, compute)
+        if written is not None:
+            self.metrics.observe(self.watch.kind, written)
+
     def _progress(self, obj: dict[str, Any], generation: int) -> RunProgress:
         """Mid-run Events and status of one run of `obj` (progress.py)."""
         namespace, name = obj_key(obj)
@@ -204,11 +209,8 @@ class Reconciler:
             )
 
         def write_status(progress: dict[str, Any], step: dict[str, Any] | None) -> None:
-            update_status(
-                self.kube,
-                self.resource,
-                namespace,
-                name,
+            self._write_status(
+                (namespace, name),
                 lambda o: conditions.during_run(
                     o.get("status"), generation, progress, step, now_rfc3339()
                 ),
@@ -321,10 +323,8 @@ class Reconciler:
             if str(reason) not in announced:
                 self.recorder.emit(obj, "Warning", str(reason), str(message or failure))
         if self.watch.manage_status:
-            update_status(
-                self.kube,
-                self.resource,
-                *key,
+            self._write_status(
+                key,
                 lambda o: conditions.after_run(
                     o.get("status"),
                     generation,

@@ -1,8 +1,8 @@
 """The monitoring component (config/components/monitoring/, docs/install.md "Monitoring"):
 promtool checks the alert rules and runs their unit tests (tests/monitoring/), the
 PrometheusRule is the rule file's groups word for word, every alert tells a person what to do
-and where to read, the scrapes select what the operator makes, and the dashboard's queries
-parse and name metrics etcd and the operator export.
+and where to read (and docs/install.md lists it), the scrapes select what the operator makes,
+and the dashboard's queries parse and name metrics etcd and the operator export.
 
 promtool is built by hack/promtool (11 minutes cold: `make test-unit` builds it before pytest).
 After an edit of the rule file, regenerate the PrometheusRule:
@@ -200,6 +200,14 @@ def test_every_document_an_alert_points_at_exists():
                 assert title in headings[doc], f"{alert['alert']}: {doc} has no {title!r}"
         for path in re.findall(r"\bplaybooks/[\w.-]+\.yml\b", text):
             assert (ROOT / path).is_file(), f"{alert['alert']}: {path}"
+
+
+def test_install_docs_list_every_alert():
+    """docs/install.md, "Monitoring": one table row per alert name, no more."""
+    text = (ROOT / "docs" / "install.md").read_text()
+    section = text.split("## Monitoring", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(Etcd\w+)` \|", section, re.MULTILINE))
+    assert listed == {a["alert"] for a in alerts()}
 
 
 def test_rules_read_only_metrics_that_exist_and_members_of_the_contract():

@@ -241,6 +241,7 @@ def test_the_service_monitor_scrapes_the_operator_metrics_service(rendered):
     assert wanted.items() <= service["metadata"]["labels"].items()
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["honorLabels"] is True, "per-object gauges keep their own namespace"
 
 
 def test_the_pod_monitor_scrapes_every_member_pod_with_the_contract_labels(rendered):

@@ -37,7 +37,7 @@ from etcd_runbook.names import (
     LABEL_JOB,
     MANAGED_BY,
 )
-from etcd_runbook.rules.cluster.spec import cluster_domain
+from etcd_runbook.rules.cluster.spec import RUN_AS, cluster_domain
 from etcd_runbook.rules.cron import RFC3339, next_schedule_time, schedule_problem
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
@@ -49,7 +49,6 @@ CHECK_TTL_SECONDS = 600
 WORKDIR = "/opt/etcd-runbook-operator"
 VOLUME_ROOT = "/backup"
 S3_CA_DIR = "/etc/etcd-backup/s3-ca"
-RUN_AS = 65532
 TERMINATION_LOG = "/dev/termination-log"
 # A Job's name goes into its Pods' job-name label (at most 63); a CronJob appends 11
 # characters to its own for each Job.
@@ -160,7 +159,7 @@ def pod_spec(
     extra: dict[str, Any] = {"backup": meta["name"], "namespace": meta["namespace"]}
     if check:
         extra["check"] = True
-    return {
+    pod: dict[str, Any] = {
         "serviceAccountName": account_name(backup),
         "restartPolicy": "Never",
         "enableServiceLinks": False,
@@ -203,6 +202,9 @@ def pod_spec(
         ],
         "volumes": volumes,
     }
+    if options.get("image_pull_secrets"):
+        pod["imagePullSecrets"] = options["image_pull_secrets"]
+    return pod
 
 
 def _job_spec(backup: dict[str, Any], image: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +257,14 @@ def tls_secret_names(cluster: dict[str, Any] | None) -> list[str]:
         return []
     names = secret_names(str(_meta(cluster).get("name") or ""), tls)
     return sorted({names["server"], names["client"]})
+
+
+def pull_secrets(cluster: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The registry credentials the cluster's spec.pod.imagePullSecrets names: in its
+    namespace, they pull the operator's image for its backup Jobs as they pull etcd's."""
+    pod = _spec(cluster).get("pod") if cluster else None
+    listed = (pod or {}).get("imagePullSecrets") or []
+    return [{"name": str(s["name"])} for s in listed if isinstance(s, dict) and s.get("name")]
 
 
 def job_role(backup: dict[str, Any], secrets: list[str]) -> list[dict[str, Any]]:

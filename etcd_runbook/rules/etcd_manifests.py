@@ -36,11 +36,14 @@ from etcd_runbook.names import (
     MEMBER_DATA_DIR,
 )
 from etcd_runbook.rules.cluster.common import PlanError, parse_quantity, version_tuple
-from etcd_runbook.rules.cluster.spec import FEATURE_GATES, MAX_DEFRAG_MEMBER_TIMEOUT
+from etcd_runbook.rules.cluster.spec import (
+    FEATURE_GATES,
+    MAX_DEFRAG_MEMBER_TIMEOUT,
+    member_image,
+    pod_security_context,
+)
 from etcd_runbook.rules.etcd_restore_plan import recovery_job
 
-# etcd needs no identity of its own: any non-root user owns the data dir through fsGroup.
-RUN_AS = 65532
 DATA_DIR = MEMBER_DATA_DIR
 
 
@@ -302,7 +305,7 @@ def _etcd_container(
     than any defragmentation may take (health_probes)."""
     container: dict[str, Any] = {
         "name": "etcd",
-        "image": f"{spec['repository']}:v{version}",
+        "image": member_image(spec, version),
         "imagePullPolicy": "IfNotPresent",
         "command": ["/usr/local/bin/etcd"],
         "args": args,
@@ -431,18 +434,19 @@ def _member_pod_spec(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "affinity": _affinity(p),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "fsGroup": RUN_AS,
-            # Ownership is fixed once, not walked through the whole database at every start.
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        # Ownership is fixed once, not walked through the whole database at every start.
+        "securityContext": pod_security_context(pod, {"fsGroupChangePolicy": "OnRootMismatch"}),
         "containers": [container],
         "volumes": volumes,
     }
+    if pod.get("image_pull_secrets"):
+        pod_spec["imagePullSecrets"] = pod["image_pull_secrets"]
+    if pod.get("topology_spread"):
+        pod_spec["topologySpreadConstraints"] = [
+            # Spread among this cluster's members unless the constraint says among what.
+            {"labelSelector": {"matchLabels": selector_labels(p)}, **c}
+            for c in pod["topology_spread"]
+        ]
     if pod["node_selector"]:
         pod_spec["nodeSelector"] = pod["node_selector"]
     # Kubernetes would evict a member Pod 300 s after its node stops answering, leaving a Pod

@@ -43,6 +43,7 @@ from etcd_runbook.names import (
     MEMBER_DATA_SUBDIR,
     RECOVERY_APP,
 )
+from etcd_runbook.rules.cluster.spec import member_image, pod_security_context
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import (
     StoreSpecError,
@@ -66,7 +67,6 @@ UPLOAD_NAME = "snapshot.db"
 FETCH_CONTAINER = "fetch"
 WORKDIR = "/opt/etcd-runbook-operator"
 TERMINATION_LOG = "/dev/termination-log"
-RUN_AS = 65532
 MAX_JOB_NAME = 63
 SOURCE_FIELD = "spec.source"
 _S3_LOCATION = re.compile(r"^s3://([^/]+)/(.+)$")
@@ -576,13 +576,7 @@ def _restore_pod(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "fsGroup": RUN_AS,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(spec["pod"]),
         "initContainers": [
             {
                 "name": FETCH_CONTAINER,
@@ -604,7 +598,7 @@ def _restore_pod(
         "containers": [
             {
                 "name": "restore",
-                "image": f"{spec['repository']}:v{spec['version']}",
+                "image": member_image(spec, spec["version"]),
                 "imagePullPolicy": "IfNotPresent",
                 "command": _restore_command(source, target),
                 # etcd 3.4's etcdctl speaks the v2 API unless told.
@@ -625,6 +619,10 @@ def _restore_pod(
         pod["nodeSelector"] = spec["pod"]["node_selector"]
     if spec["pod"]["tolerations"]:
         pod["tolerations"] = spec["pod"]["tolerations"]
+    # The member's registry credentials pull the restore's etcd image; the operator's image
+    # needs them from the same namespace too.
+    if spec["pod"].get("image_pull_secrets"):
+        pod["imagePullSecrets"] = spec["pod"]["image_pull_secrets"]
     return pod
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from etcd_runbook.rules.etcd_backup_jobs import (
     check_plan,
     owned,
+    pull_secrets,
     refusals,
     report,
     stale_binding,
@@ -26,6 +27,7 @@ class FilterModule:
             "etcd_backup_check_plan": check_plan,
             "etcd_backup_refusals": refusals,
             "etcd_backup_tls_secrets": tls_secret_names,
+            "etcd_backup_pull_secrets": pull_secrets,
             "etcd_backup_stale_binding": stale_binding,
             "etcd_backup_owned": owned,
         }

@@ -153,6 +153,21 @@ BAD_SPECS: list[tuple[dict[str, Any], str]] = [
         {"pod": {"labels": {"etcd.runbook.io/cluster": "other"}}},
         "spec.pod.labels may not set etcd.runbook.io/",
     ),
+    (
+        {"version": "3.6.16", "imageDigests": {"3.5.35": "sha256:" + "a" * 64}},
+        "spec.imageDigests names no digest for spec.version",
+    ),
+    (
+        {"imageDigests": {"latest": "sha256:" + "a" * 64}},
+        "spec.imageDigests keys are etcd versions such as 3.6.16",
+    ),
+    ({"imageDigests": {"3.6.16": "sha256:abc"}}, "spec.imageDigests.3.6.16"),
+    ({"pod": {"imagePullSecrets": [{}]}}, "spec.pod.imagePullSecrets[0].name: Required value"),
+    (
+        {"pod": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]}},
+        "spec.pod.topologySpreadConstraints[0].whenUnsatisfiable: Required value",
+    ),
+    ({"pod": {"securityContext": {"runAsUser": 0}}}, "spec.pod.securityContext.runAsUser"),
 ]
 
 
@@ -203,6 +218,30 @@ def test_a_defragmentation_window_is_taken(crd, k8s_namespace):
     create(crd, k8s_namespace, "window", {"defragmentation": policy})
     taken = get(crd, k8s_namespace, "window")["spec"]["defragmentation"]
     assert {k: taken[k] for k in policy} == policy
+
+
+def test_conventions_of_a_cluster_are_taken(crd, k8s_namespace):
+    digest = "sha256:" + "0123456789abcdef" * 4
+    pod = {
+        "imagePullSecrets": [{"name": "mirror-creds"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+            }
+        ],
+        "securityContext": {"fsGroup": 2000, "fsGroupChangePolicy": "Always"},
+    }
+    spec = {
+        "repository": "registry.example.com/mirror/etcd",
+        "imageDigests": {"3.6.16": digest},
+        "pod": pod,
+    }
+    create(crd, k8s_namespace, "pinned", spec)
+    taken = get(crd, k8s_namespace, "pinned")["spec"]
+    assert taken["imageDigests"] == {"3.6.16": digest}
+    assert {k: taken["pod"][k] for k in pod} == pod
 
 
 def test_short_name_and_printer_columns(crd, k8s_namespace):
@@ -340,9 +379,16 @@ def test_storage_class_and_tls_are_immutable(crd, k8s_namespace):
     assert "spec.tls.enabled cannot change after creation" in refused(
         patch(crd, k8s_namespace, "fixed", tls_off)
     )
+    ids = {"spec": {"pod": {"securityContext": {"fsGroup": 2000}}}}
+    assert "spec.pod.securityContext is immutable" in refused(
+        patch(crd, k8s_namespace, "fixed", ids)
+    )
     spec = get(crd, k8s_namespace, "fixed")["spec"]
     assert spec["tls"] == {"enabled": True}
     assert "storageClassName" not in spec["storage"]
+    assert "securityContext" not in spec["pod"]
+    # Other settings of the Pods still change.
+    patch(crd, k8s_namespace, "fixed", {"spec": {"pod": {"imagePullSecrets": [{"name": "r"}]}}})
 
 
 # --- EtcdRestore: spec.cluster.spec ---------------------------------------------------------
@@ -398,11 +444,12 @@ def test_a_restores_bad_cluster_spec_is_refused_as_an_etcdcluster_is(restore_crd
         as_restore = refused(create_restore(restore_crd, k8s_namespace, "bad", spec, check=False))
         assert message in as_cluster, as_cluster
         read = as_restore.replace("spec.cluster.spec.", "spec.").replace(
-            "EtcdRestore", "EtcdCluster"
+            "spec.cluster.spec:", "spec:"
         )
+        read = read.replace("EtcdRestore", "EtcdCluster")
         if read != as_cluster:
             differ.append(f"{spec}:\n  {as_cluster}  {as_restore}")
-    assert differ == []
+    assert differ == [], "\n".join(differ)
     assert restore_crd.kubectl("-n", k8s_namespace, "get", "etcdrestore", "-o", "name").stdout == ""
 
 

@@ -59,6 +59,8 @@ def test_the_embedded_schema_is_the_etcdcluster_spec():
         ".storage: spec.storage.storageClassName is immutable",
         ".storage.size: spec.storage.size may grow but never shrink",
         ".tls: spec.tls.enabled cannot change after creation",
+        ".pod: spec.pod.securityContext is immutable: each member's data is owned by the ids it "
+        "was made with",
     ]
     for _path, node in cs.walk(source):
         rules = [r for r in node.pop("x-kubernetes-validations", []) if "oldSelf" not in r["rule"]]

@@ -1948,7 +1948,10 @@ def test_no_member_goes_down_unless_every_member_is_ready_and_healthy(ready, hea
 @pytest.mark.parametrize(
     ("status", "fields"),
     [
-        ({"state": {"waiting": {"reason": "ErrImagePull"}}}, "spec.repository, spec.version"),
+        (
+            {"state": {"waiting": {"reason": "ErrImagePull"}}},
+            "spec.repository, spec.version, spec.imageDigests, spec.pod.imagePullSecrets",
+        ),
         (
             {
                 "state": {"waiting": {"reason": "CrashLoopBackOff"}},
@@ -1986,6 +1989,15 @@ def test_a_pod_made_from_the_spec_that_cannot_run_is_said_outside_a_roll(status,
         ({}, {"pod": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
          ["spec.pod.tolerations"]),
         ({}, {"pod": {"priorityClassName": "high"}}, ["spec.pod.priorityClassName"]),
+        ({}, {"imageDigests": {"3.6.16": "sha256:" + "1" * 64}}, ["spec.imageDigests"]),
+        ({"imageDigests": {"3.6.16": "sha256:" + "1" * 64}},
+         {"version": "3.6.17", "imageDigests": {"3.6.17": "sha256:" + "2" * 64}},
+         ["spec.version", "spec.imageDigests"]),
+        ({}, {"pod": {"imagePullSecrets": [{"name": "r"}]}}, ["spec.pod.imagePullSecrets"]),
+        ({}, {"pod": {"topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}]}},
+         ["spec.pod.topologySpreadConstraints"]),
+        ({}, {"pod": {"securityContext": {"fsGroup": 7}}}, ["spec.pod.securityContext"]),
         ({}, {"storage": {"size": "1Gi", "quotaBackendBytes": "100Mi"}}, ["spec.storage"]),
         ({}, {"etcd": {"heartbeatInterval": 50, "electionTimeout": 500}}, ["spec.etcd"]),
         # What cannot stop a Pod from running is not named.

@@ -52,12 +52,18 @@ def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]
         return []
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     new_c, old_c = container_spec(new), container_spec(old)
-    new_repo, _, new_tag = str(new_c.get("image") or "").rpartition(":")
-    old_repo, _, old_tag = str(old_c.get("image") or "").rpartition(":")
+    new_repo, new_tag, new_digest = _image_parts(new_c)
+    old_repo, old_tag, old_digest = _image_parts(old_c)
     new_aff, old_aff = new_spec.get("affinity") or {}, old_spec.get("affinity") or {}
     compared = [
         ("spec.repository", new_repo, old_repo),
         ("spec.version", new_tag, old_tag),
+        ("spec.imageDigests", new_digest, old_digest),
+        (
+            "spec.pod.imagePullSecrets",
+            new_spec.get("imagePullSecrets"),
+            old_spec.get("imagePullSecrets"),
+        ),
         ("spec.pod.resources", new_c.get("resources") or {}, old_c.get("resources") or {}),
         ("spec.pod.nodeSelector", new_spec.get("nodeSelector"), old_spec.get("nodeSelector")),
         (
@@ -76,15 +82,33 @@ def changed_fields(new: dict[str, Any], old: dict[str, Any] | None) -> list[str]
             new_spec.get("priorityClassName"),
             old_spec.get("priorityClassName"),
         ),
+        (
+            "spec.pod.topologySpreadConstraints",
+            new_spec.get("topologySpreadConstraints"),
+            old_spec.get("topologySpreadConstraints"),
+        ),
+        (
+            "spec.pod.securityContext",
+            new_spec.get("securityContext"),
+            old_spec.get("securityContext"),
+        ),
         ("spec.storage", _quota_arg(new_c), _quota_arg(old_c)),
         ("spec.etcd", _settings_of(new_c), _settings_of(old_c)),
     ]
     return [field for field, now, before in compared if now != before]
 
 
+def _image_parts(container: dict[str, Any]) -> tuple[str, str, str]:
+    """Repository, tag and digest of a container's image (`repo:tag@sha256:...`): the digest
+    first, since it holds a colon of its own."""
+    name, _, digest = str(container.get("image") or "").partition("@")
+    repository, _, tag = name.rpartition(":")
+    return repository, tag, digest
+
+
 # The fields that can make a Pod that passed the schema fail to run, by how it fails.
 _FIELDS_BY_CAUSE = {
-    "image": ("spec.repository", "spec.version"),
+    "image": ("spec.repository", "spec.version", "spec.imageDigests", "spec.pod.imagePullSecrets"),
     "memory": ("spec.pod.resources",),
     "schedule": (
         "spec.pod.nodeSelector",
@@ -92,6 +116,7 @@ _FIELDS_BY_CAUSE = {
         "spec.pod.antiAffinity",
         "spec.pod.tolerations",
         "spec.pod.priorityClassName",
+        "spec.pod.topologySpreadConstraints",
         "spec.pod.resources",
     ),
 }

@@ -75,6 +75,19 @@ MAX_QUOTA = 8 * GiB  # etcd's suggested maximum
 BROKEN_VERSIONS = ("3.5.0", "3.5.1", "3.5.2")
 _VERSION = re.compile(r"^3\.(4|5|6)\.([0-9]+)$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# The user and group of every Pod the runbooks make: etcd needs no identity of its own, and
+# any non-root user owns the data dir through fsGroup.
+RUN_AS = 65532
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# What spec.pod.securityContext may set on a member Pod; running as non-root under the
+# RuntimeDefault seccomp profile is not the user's to change.
+SECURITY_CONTEXT_KEYS = {
+    "runAsUser": "run_as_user",
+    "runAsGroup": "run_as_group",
+    "fsGroup": "fs_group",
+    "fsGroupChangePolicy": "fs_group_change_policy",
+    "supplementalGroups": "supplemental_groups",
+}
 # Longest EtcdCluster name: its member names (-N) and their claims, Services and Secrets must
 # stay within Kubernetes' 63-character DNS labels.
 MAX_NAME = 50
@@ -653,6 +666,7 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     node_loss, min_ready = _timings(spec, problems)
     defragmentation = _defragmentation(spec, problems)
     settings = _etcd_settings(spec, version, problems)
+    digests = _image_digests(spec, version, problems)
     if bad_domain := domain_problem(options):
         problems.append(bad_domain)
     refused = not_allowed(spec, options)
@@ -680,7 +694,9 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
             "node_selector": pod.get("nodeSelector"),
             "tolerations": pod.get("tolerations"),
             "priority_class": pod.get("priorityClassName"),
+            **_pod_extras(pod),
         },
+        "image_digests": digests,
         "node_loss_timeout": node_loss,
         "min_ready_seconds": min_ready,
         "defragmentation": defragmentation,
@@ -691,13 +707,92 @@ def normalize_spec(obj: dict[str, Any], options: dict[str, Any]) -> dict[str, An
     }
 
 
+def member_image(spec: dict[str, Any], version: str) -> str:
+    """The etcd image a member of `version` runs: `<repository>:v<version>`, pinned by that
+    version's digest when spec.imageDigests names one. By version, not one digest for the
+    cluster: in an upgrade a member not yet rolled (or made again) keeps its own version's."""
+    image = f"{spec['repository']}:v{version}"
+    digest = (spec.get("image_digests") or {}).get(version)
+    return f"{image}@{digest}" if digest else image
+
+
+def _image_digests(spec: dict[str, Any], version: str, problems: list[dict[str, str]]) -> dict:
+    digests = spec.get("imageDigests") or {}
+    if not isinstance(digests, dict):
+        problems.append(
+            _refusal("InvalidSpec", "spec.imageDigests", "spec.imageDigests must be a map")
+        )
+        return {}
+    kept = {}
+    for key, digest in digests.items():
+        if not _VERSION.match(str(key)) or not _DIGEST.match(str(digest)):
+            problems.append(
+                _refusal(
+                    "InvalidSpec",
+                    "spec.imageDigests",
+                    f"spec.imageDigests {key!r}: {digest!r} must map an etcd version such as "
+                    "3.6.16 to a digest such as sha256:<64 hex digits>",
+                )
+            )
+            continue
+        kept[str(key)] = str(digest)
+    if kept and version not in kept:
+        problems.append(
+            _refusal(
+                "InvalidSpec",
+                "spec.imageDigests",
+                f"spec.imageDigests names no digest for spec.version {version}: add it, or "
+                "members would run an image no digest pins",
+            )
+        )
+    return kept
+
+
+def _pod_extras(pod: dict[str, Any]) -> dict[str, Any]:
+    """The member Pod settings added after the first releases, only when set: a key that is
+    always there would change every running member's pod_hash and roll it for nothing."""
+    extras: dict[str, Any] = {}
+    secrets = [{"name": str(s["name"])} for s in pod.get("imagePullSecrets") or [] if s.get("name")]
+    if secrets:
+        extras["image_pull_secrets"] = secrets
+    if pod.get("topologySpreadConstraints"):
+        extras["topology_spread"] = list(pod["topologySpreadConstraints"])
+    context = {
+        key: pod["securityContext"][field]
+        for field, key in SECURITY_CONTEXT_KEYS.items()
+        if (pod.get("securityContext") or {}).get(field) is not None
+    }
+    if context:
+        extras["security_context"] = context
+    return extras
+
+
+def pod_security_context(pod: dict[str, Any], extra: dict[str, Any] | None = None) -> dict:
+    """The Pod securityContext of a member, restore or recovery Pod of a cluster whose
+    normalized spec.pod is `pod`: non-root under RuntimeDefault, as user and group 65532 unless
+    spec.pod.securityContext says otherwise (a storage or platform that needs another fsGroup,
+    OpenShift's assigned ranges)."""
+    context: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        **(extra or {}),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for field, key in SECURITY_CONTEXT_KEYS.items():
+        if key in (pod.get("security_context") or {}):
+            context[field] = pod["security_context"][key]
+    return context
+
+
 def pod_hash(spec: dict[str, Any], version: str) -> str:
     """What a running member rolls for when it changes: everything of its Pod but its name,
     voting label and first-start flags (etcd ignores those once it has data)."""
     return stable_hash(
         {
             "revision": POD_TEMPLATE_REVISION,
-            "image": f"{spec['repository']}:v{version}",
+            "image": member_image(spec, version),
             "pod": spec["pod"],
             "quota": spec["quota_bytes"],
             "etcd": spec["etcd"],

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # At most one round of mid-run writes (Events, then status) per this many seconds of a run.
 PROGRESS_INTERVAL = 2.0
+# A failed task's message in the log: enough for a module's error, not a dump of objects.
+FAILURE_LOG_LIMIT = 2000
 
 
 # A runbook waiting out a deadline of its own asks for a run no sooner than this, and no later
@@ -278,6 +280,16 @@ class Reconciler:
             result.duration,
             result.artifact_dir,
         )
+        if not result.ok and result.failed_task:
+            # Where operator-sdk's users look first (kubectl logs): the failing task and its
+            # message, as the Degraded condition carries them (no_log output stays hidden).
+            log.warning(
+                "%s %s/%s: %s",
+                kind,
+                meta.get("namespace"),
+                meta["name"],
+                conditions.short(self._failure_text(result), FAILURE_LOG_LIMIT),
+            )
         if result.status == "stopped" and self.shutting_down.is_set():
             self.metrics.reconcile_total.labels(kind, "stopped").inc()
             return None, sent

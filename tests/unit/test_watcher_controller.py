@@ -206,6 +206,18 @@ def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):
     assert warnings[0]["type"] == "Warning"
 
 
+def test_the_failing_task_and_its_message_reach_the_operator_s_log(tmp_path, caplog):
+    """kubectl logs shows why a run failed, bounded, as the Degraded condition says it."""
+    kube, _runner, ctl, _ = make(
+        tmp_path, [result(False, task="Act | Create the member", msg="quota exceeded " * 400)]
+    )
+    with caplog.at_level("WARNING", logger="etcd_runbook_operator.reconcile"):
+        ctl.reconcile(KEY)
+    (line,) = [r.getMessage() for r in caplog.records if "Create the member" in r.getMessage()]
+    assert "task 'Act | Create the member' failed: quota exceeded" in line
+    assert len(line) < 2100 and line.endswith("\u2026")
+
+
 def test_a_failed_modules_reason_names_degraded_and_the_warning(tmp_path):
     """A role that says nothing of a failed step (the backup's write refused as NameTaken):
     the module's own word, not RunbookFailed, and the message names the object."""

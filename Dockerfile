@@ -39,7 +39,18 @@ COPY plugins/ plugins/
 # again each time (about 1 CPU-s of an idle run).
 RUN /opt/venv/bin/python -m compileall -q --invalidation-mode checked-hash plugins etcd_runbook_operator \
       etcd_runbook
-ENV PATH=/opt/venv/bin:$PATH \
+# The release stamp (hack/release gives hack/build-operator-image the same): VERSION is the
+# repository's VERSION file, REVISION the git commit built.
+#   docker build --build-arg VERSION="$(cat VERSION)" --build-arg REVISION="$(git rev-parse HEAD)" .
+ARG VERSION=unknown
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="etcd-runbook-operator" \
+      org.opencontainers.image.description="A Kubernetes operator for etcd whose operational knowledge lives in Ansible runbooks" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+ENV ETCD_RUNBOOK_OPERATOR_VERSION=${VERSION} \
+    PATH=/opt/venv/bin:$PATH \
     ANSIBLE_CONFIG=/opt/etcd-runbook-operator/ansible.cfg \
     ANSIBLE_PYTHON_INTERPRETER=/opt/venv/bin/python \
     HOME=/tmp \

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def version() -> str:
+    """The release version: VERSION in a checkout, the image's ETCD_RUNBOOK_OPERATOR_VERSION
+    (both images set it from that file) where the file is not shipped."""
+    path = REPO_ROOT / "VERSION"
+    if path.is_file():
+        return path.read_text().strip()
+    return os.environ.get("ETCD_RUNBOOK_OPERATOR_VERSION", "unknown")
 
 
 def _address(value: str) -> tuple[str, int]:
@@ -29,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="etcd runbook operator: watches custom resources and runs the Ansible "
         "runbook that watches.yaml maps them to.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     p.add_argument(
         "--watches-file",
         type=Path,

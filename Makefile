@@ -10,12 +10,13 @@ SHELL_SCRIPTS := $(shell grep -rlE '^\#!/usr/bin/env bash' hack | sort)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-nodes test-molecule chaos demo bench lock clean
+.PHONY: help venv lint test test-unit test-etcd test-cluster test-e2e test-nodes test-molecule chaos demo bench release lock clean
 
 help:
 	@echo "make demo   - local Kubernetes + operator + a sample EtcdCluster becoming Available"
 	@echo "make test   - lint and every test suite (unit, real etcd, local Kubernetes, e2e)"
 	@echo "make lint | test-unit | test-etcd | test-cluster | test-e2e | test-molecule | test-nodes | chaos | bench"
+	@echo "make release [IMAGE=registry.example.com/etcd-runbook-operator] - dist/: image, install.yaml, playbooks"
 
 $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
@@ -95,6 +96,12 @@ demo: venv
 
 bench: venv
 	$(PY) bench/run.py
+
+# The VERSION file's release in dist/ (hack/release): the image as a docker-archive tagged
+# $(IMAGE):<version> (etcd-runbook-operator unless IMAGE is given), install.yaml and
+# install-namespaced.yaml on that image, the break-glass playbooks, SHA256SUMS.
+release: venv
+	$(PY) hack/release $(if $(IMAGE),--image $(IMAGE))
 
 lock:
 	python3 -m venv /tmp/lockvenv && /tmp/lockvenv/bin/pip install -q -r requirements.in

@@ -41,7 +41,7 @@ lint: venv
 
 # Two workers: 130 s instead of 242 s for the whole unit suite (2 cores).
 test-unit: venv
-	@# promtool for tests/unit/test_alert_rules.py: 11 min to build cold, before any test's clock.
+	@# promtool for the alert rules and metrics tests: about 2 min to build cold, before any test's clock.
 	hack/promtool --version >/dev/null
 	$(PYTEST) -q -n 2 --dist worksteal tests/unit
 

@@ -4,7 +4,7 @@ PrometheusRule is the rule file's groups word for word, every alert tells a pers
 and where to read (and docs/install.md lists it), the scrapes select what the operator makes,
 and the dashboard's queries parse and name metrics etcd and the operator export.
 
-promtool is built by hack/promtool (11 minutes cold: `make test-unit` builds it before pytest).
+promtool is built by hack/promtool (about 2 minutes cold: `make test-unit` builds it before pytest).
 After an edit of the rule file, regenerate the PrometheusRule:
     .venv/bin/python tests/unit/test_alert_rules.py --write
 """

@@ -148,7 +148,11 @@ def kube_argument_spec() -> dict[str, Any]:
 
 
 def credentials(kubeconfig: str | None, context: str | None) -> KubeCredentials:
+    """The module's own kubeconfig and context, else the environment's as kubernetes.core
+    reads it (K8S_AUTH_CONTEXT: what a break-glass playbook's `-e context=` sets), else
+    in-cluster."""
     path = kubeconfig_path(kubeconfig, dict(os.environ), os.path.expanduser("~"))
+    context = context or os.environ.get("K8S_AUTH_CONTEXT") or None
     return from_kubeconfig(path, context) if path else in_cluster(dict(os.environ))
 
 

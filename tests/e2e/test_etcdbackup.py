@@ -114,6 +114,24 @@ def playbook_by_hand(
     )
 
 
+def wrong_current_context(k8s: K8sCluster, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the cluster's kubeconfig whose current context points at a closed port, and
+    the name of the context that works."""
+    copy = tmp_path / "two-contexts.kubeconfig"
+    copy.write_bytes(k8s.kubeconfig.read_bytes())
+
+    def config(*args: str) -> str:
+        argv = [str(k8s.kubectl_path), "--kubeconfig", str(copy), "config", *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+    good = config("current-context")
+    user = config("view", "-o", "jsonpath={.contexts[0].context.user}")
+    config("set-cluster", "nowhere", "--server=https://127.0.0.1:1")
+    config("set-context", "nowhere", "--cluster=nowhere", f"--user={user}")
+    config("use-context", "nowhere")
+    return copy, good
+
+
 def test_backup_to_s3_once_and_refusals(
     k8s_cluster: K8sCluster,
     k8s_namespace: str,
@@ -200,11 +218,21 @@ def test_backup_to_s3_once_and_refusals(
         ]
 
         # By hand into a local directory instead of the EtcdBackup's own destination: the
-        # files and their manifest there, the EtcdBackup's status left alone.
+        # files and their manifest there, the EtcdBackup's status left alone. The kubeconfig's
+        # current context leads nowhere: `-e context=` picks the one that works, for the API
+        # calls and the port-forward alike.
         local = tmp_path / "local"
         local.mkdir()
+        kubeconfig, context = wrong_current_context(k8s, tmp_path)
         args = ["-e", "backup=to-volume", "-e", f"namespace={ns}", "-e", f"directory={local}"]
-        copied = playbook_by_hand(k8s, "playbooks/etcd-backup.yml", *args)
+        copied = playbook_by_hand(
+            k8s,
+            "playbooks/etcd-backup.yml",
+            *args,
+            "-e",
+            f"context={context}",
+            env={"KUBECONFIG": str(kubeconfig)},
+        )
         assert copied.returncode == 0, copied.stdout[-3000:]
         files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
         assert len(files) == 2 and files[0].startswith(f"{ns}/{name}/"), files

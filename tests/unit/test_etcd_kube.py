@@ -16,6 +16,7 @@ from etcd_runbook.clients.etcd_kube import (
     KubeCredentials,
     KubeError,
     KubeReader,
+    credentials,
     from_kubeconfig,
     http_date,
     in_cluster,
@@ -78,6 +79,31 @@ def test_paths_are_relative_to_the_kubeconfig_and_data_goes_to_private_files(tmp
     assert (Path(creds.key_file).stat().st_mode & 0o777) == 0o600
     assert creds.ca_file and Path(creds.ca_file).read_text() == pem
     assert creds.verify and creds.token is None
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "used"),
+    [
+        (None, {}, "one"),
+        # A break-glass playbook's `-e context=` reaches every module as kubernetes.core's.
+        (None, {"K8S_AUTH_CONTEXT": "broken"}, "broken"),
+        ("one", {"K8S_AUTH_CONTEXT": "broken"}, "one"),
+        (None, {"K8S_AUTH_CONTEXT": ""}, "one"),
+    ],
+)
+def test_the_context_is_the_module_s_else_the_environment_s(
+    tmp_path, monkeypatch, given, env, used
+):
+    path = _kubeconfig(tmp_path, {"token": "t"})
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("K8S_AUTH_CONTEXT", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if used == "broken":
+        with pytest.raises(KubeError, match="no cluster named 'nope'"):
+            credentials(None, given)
+    else:
+        assert credentials(None, given).server == "https://k:6443"
 
 
 def test_token_file_and_insecure(tmp_path):

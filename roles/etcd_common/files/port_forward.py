@@ -134,6 +134,10 @@ def supervise(args: argparse.Namespace) -> int:
         f"pod/{pod}",
         f"{args.port}:{REMOTE_PORT}",
     ]
+    # The context the run's modules use (a break-glass playbook's `-e context=`): kubectl
+    # does not read kubernetes.core's variable itself.
+    if os.environ.get("K8S_AUTH_CONTEXT"):
+        cmd[1:1] = ["--context", os.environ["K8S_AUTH_CONTEXT"]]
     child: list[subprocess.Popen[bytes]] = []
 
     def on_term(signum: int, frame: object) -> None:

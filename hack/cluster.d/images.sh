@@ -55,12 +55,22 @@ _etcd_tar() {
 }
 
 _import() {
-	local tag="$1" tar="$2"
+	local tag="$1" tar="$2" digest by_digest
 	# containerd stores names fully qualified: local/x:1 is docker.io/local/x:1.
 	[[ "${tag%%/*}" == *.* || "${tag%%/*}" == *:* ]] || tag="docker.io/$tag"
-	[[ "$(_ctr images ls -q name=="$tag" 2>/dev/null)" != "$tag" ]] || return 0
-	log "importing $tag"
-	_ctr images import "$tar" >/dev/null
+	if [[ "$(_ctr images ls -q name=="$tag" 2>/dev/null)" != "$tag" ]]; then
+		log "importing $tag"
+		_ctr images import "$tar" >/dev/null
+	fi
+	# A pull from a registry also records the image under its digest (repo@sha256:...); a Pod
+	# that names its image by digest (an EtcdCluster's spec.imageDigests) is found only so,
+	# with no registry to ask.
+	digest="$(_ctr images ls name=="$tag" | awk 'NR == 2 {print $3}')"
+	by_digest="${tag%:*}@$digest"
+	if [[ -n "$digest" && -z "$(_ctr images ls -q name=="$by_digest")" ]]; then
+		_ctr images tag "$tag" "$by_digest" >/dev/null
+		_ctr images label "$by_digest" io.cri-containerd.image=managed >/dev/null
+	fi
 }
 
 ensure_images() {

@@ -6,6 +6,7 @@ Pod requests resources by default."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -199,3 +200,61 @@ def test_a_member_without_quorum_turns_unready_and_is_never_restarted(
     k8s.kubectl("-n", ns, "patch", "etcd", name, "--type=merge", "-p", '{"spec":{"paused":false}}')
     wait_available(k8s, ns, name, 3, AVAILABLE_WITHIN)
     assert get(k8s, ns, "pod", survivor)["metadata"]["uid"] == pod["metadata"]["uid"]
+
+
+def test_a_cluster_s_conventions_reach_its_member_pods(
+    k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator
+) -> None:
+    """Its own user and fsGroup from the start (etcd writes its data under them), then the
+    image pinned by the digest the node holds, registry credentials and a spread: one roll,
+    the member Ready on the pinned image, the data kept."""
+    k8s, ns, name = k8s_cluster, k8s_namespace, "conventions"
+    ids = {"runAsUser": 1001, "runAsGroup": 1001, "fsGroup": 2000}
+    apply(k8s, ns, etcd_cluster(name, size=1, pod={"securityContext": ids}))
+    wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    (first,) = pods(k8s, ns, name)
+    member = first["metadata"]["name"]
+    context = first["spec"]["securityContext"]
+    assert {k: context[k] for k in ids} == ids and context["runAsNonRoot"] is True
+    assert etcdctl(k8s, ns, member, "put", "/e2e/kept", "yes").strip() == "OK"
+    # The digest of the image the node runs for this tag (the kubelet reports it).
+    image_id = first["status"]["containerStatuses"][0]["imageID"]
+    digest = image_id[image_id.index("sha256:") :]
+
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+    }
+    conventions = {
+        "imageDigests": {"3.6.16": digest},
+        "pod": {
+            "imagePullSecrets": [{"name": "mirror-creds"}],
+            "topologySpreadConstraints": [spread],
+        },
+    }
+    k8s.kubectl(
+        "-n", ns, "patch", "etcd", name, "--type=merge", "-p", json.dumps({"spec": conventions})
+    )
+
+    def rolled() -> dict[str, Any]:
+        now = pods(k8s, ns, name)
+        if not now or now[0]["metadata"]["uid"] == first["metadata"]["uid"]:
+            return {}
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in now[0].get("status", {}).get("conditions", [])
+        )
+        return now[0] if ready else {}
+
+    pod = k8s.wait_for(rolled, timeout=240, interval=2, what="the member rolled onto its digest")
+    spec = pod["spec"]
+    assert spec["containers"][0]["image"] == f"gcr.io/etcd-development/etcd:v3.6.16@{digest}"
+    assert spec["imagePullSecrets"] == [{"name": "mirror-creds"}]
+    (constraint,) = spec["topologySpreadConstraints"]
+    assert constraint["labelSelector"]["matchLabels"]["etcd.runbook.io/cluster"] == name
+    assert {k: spec["securityContext"][k] for k in ids} == ids
+    got = etcdctl(k8s, ns, member, "get", "/e2e/kept", "--print-value-only")
+    assert got.strip() == "yes"
+    obj = wait_available(k8s, ns, name, 1, AVAILABLE_WITHIN)
+    assert obj["status"]["currentVersion"] == "3.6.16"

@@ -208,7 +208,7 @@ def test_failure_sets_degraded_event_and_requeues_without_recording(tmp_path):
 
 def test_the_failing_task_and_its_message_reach_the_operator_s_log(tmp_path, caplog):
     """kubectl logs shows why a run failed, bounded, as the Degraded condition says it."""
-    kube, _runner, ctl, _ = make(
+    _kube, _runner, ctl, _ = make(
         tmp_path, [result(False, task="Act | Create the member", msg="quota exceeded " * 400)]
     )
     with caplog.at_level("WARNING", logger="etcd_runbook_operator.reconcile"):

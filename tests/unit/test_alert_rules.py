@@ -288,6 +288,9 @@ def test_the_dashboard_has_a_panel_for_each_question():
         "Backend commit, 99th percentile",
         "Runbook runs by result",
         "Operator leader",
+        "Members ready and quorum",
+        "Alarms",
+        "Backup age",
     }
     ids = [p["id"] for p in dashboard()["panels"]]
     assert len(ids) == len(set(ids))

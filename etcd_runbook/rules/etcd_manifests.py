@@ -460,8 +460,9 @@ def _member_pod_spec(
 
 def services(p: dict[str, Any]) -> list[dict[str, Any]]:
     """The headless Service (every member's DNS name, published before it is Ready: peers
-    must resolve each other to form a quorum) and the client Service (voting members that are
-    Ready; learners serve no clients)."""
+    must resolve each other to form a quorum), the client Service (voting members that are
+    Ready; learners serve no clients) and the metrics Service (every member's metrics port,
+    Ready or not: a member without quorum is unready, and its metrics are what tell why)."""
     meta = {
         "namespace": p["namespace"],
         "labels": cluster_labels(p),
@@ -490,6 +491,23 @@ def services(p: dict[str, Any]) -> list[dict[str, Any]]:
                 "type": "ClusterIP",
                 "selector": {**selector_labels(p), LABEL_VOTER: "true"},
                 "ports": [{"name": "client", "port": 2379, "targetPort": 2379, "protocol": "TCP"}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": f"{p['name']}-metrics",
+                **meta,
+                "labels": {**meta["labels"], "app.kubernetes.io/component": "metrics"},
+            },
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": selector_labels(p),
+                "ports": [
+                    {"name": "metrics", "port": 2381, "targetPort": "metrics", "protocol": "TCP"}
+                ],
             },
         },
     ]

@@ -5,6 +5,7 @@ ansible-runner inside it."""
 from __future__ import annotations
 
 import secrets
+import subprocess
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from testbed.cluster import K8sCluster
 from testbed.host import REPO
 from testbed.object_store import ObjectStore, credentials_secret
+from testbed.operator_incluster import DEPLOYMENT, NAMESPACE, InClusterOperator
 from tests.e2e.helpers import (
     Operator,
     apply,
@@ -34,6 +36,27 @@ AVAILABLE_WITHIN = 300  # seconds for a new 3-member cluster (seed + 2 learners 
 # Pod watch starts a reconcile (or preempts the run in flight) at once.
 HEAL_WITHIN = 20
 SA = "system:serviceaccount:etcd-operator-system:etcd-runbook-operator"
+
+
+def scrape(k8s: K8sCluster, ns: str, service: str) -> str:
+    """/metrics of one endpoint of the Service's `metrics` port, through the API server."""
+    path = f"/api/v1/namespaces/{ns}/services/http:{service}:metrics/proxy/metrics"
+    return k8s.kubectl("get", "--raw", path).stdout
+
+
+def operator_gauges(k8s: K8sCluster, ns: str, name: str) -> str:
+    """The operator's /metrics once it carries the cluster's gauges."""
+    return k8s.wait_for(
+        lambda: (
+            text
+            if f'etcd_runbook_cluster_members_ready{{name="{name}",namespace="{ns}"}} 3.0'
+            in (text := scrape(k8s, NAMESPACE, f"{DEPLOYMENT}-metrics"))
+            else ""
+        ),
+        timeout=60,
+        interval=3,
+        what="the operator's gauges of the cluster",
+    )
 
 
 def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator: Operator) -> None:
@@ -65,6 +88,26 @@ def test_cluster_lifecycle(k8s_cluster: K8sCluster, k8s_namespace: str, operator
         interval=2,
         what="Ready True",
     )
+
+    # Both kinds of metrics, scraped through their Services as Prometheus would, read as
+    # valid expositions by promtool: etcd's of every member (parsed only: its names break
+    # promtool's naming lint, and they are etcd's), and the operator's own with this
+    # cluster's gauges, lint and all.
+    member_metrics = scrape(k8s, ns, f"{name}-metrics")
+    assert "etcd_server_has_leader 1" in member_metrics
+    expositions = [(member_metrics, ["--lint=none", "--extended"])]
+    if isinstance(operator, InClusterOperator):  # a host process has no Service
+        expositions.append((operator_gauges(k8s, ns, name), ["--lint=all"]))
+    for text, how in expositions:
+        checked = subprocess.run(
+            [str(REPO / "hack" / "promtool"), "check", "metrics", *how],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
     # Printer columns.
     table = k8s.kubectl("-n", ns, "get", "etcd").stdout.splitlines()

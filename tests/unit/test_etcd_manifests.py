@@ -161,8 +161,15 @@ def test_members_spread_over_nodes_on_top_of_the_users_affinity(anti, key):
 
 def test_learners_serve_no_clients_and_the_budget_counts_voters_only():
     p = a_plan()
-    _headless, client = em.services(p)
+    _headless, client, metrics = em.services(p)
     assert client["spec"]["selector"][names.LABEL_VOTER] == "true"
+    # Metrics of every member, a learner's and an unready one's too.
+    assert names.LABEL_VOTER not in metrics["spec"]["selector"]
+    assert metrics["spec"]["publishNotReadyAddresses"] is True
+    assert metrics["metadata"]["name"] == "e-metrics"
+    assert metrics["spec"]["ports"] == [
+        {"name": "metrics", "port": 2381, "targetPort": "metrics", "protocol": "TCP"}
+    ]
     pdb = em.disruption_budget(p)
     assert pdb["spec"]["selector"]["matchLabels"][names.LABEL_VOTER] == "true"
     assert pdb["spec"]["minAvailable"] == 2

@@ -102,6 +102,9 @@ class Reconciler:
                 self.metrics.forget(self.watch.kind, namespace, name)
                 return
             raise
+        # As read, before anything is written: a restarted operator's gauges come back with its
+        # first look at each object, not with the next status that differs.
+        self.metrics.observe(self.watch.kind, obj)
         meta = obj["metadata"]
         fin = self.watch.finalizer
         if meta.get("deletionTimestamp"):

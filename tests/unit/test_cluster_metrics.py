@@ -499,3 +499,27 @@ def test_the_watcher_sets_the_gauges_during_and_after_a_run_and_forgets_them_whe
     del kube.objects[PATH]
     ctl.reconcile(("prod", "main"))  # the delete event's key: 404
     assert series(metrics, "etcd_runbook_cluster") == set()
+
+
+def test_a_restarted_watcher_has_the_gauges_from_its_first_look(tmp_path):
+    """Before its first run writes anything, the status as read sets them: a cluster whose
+    status no run changes still has its gauges after the operator restarts."""
+    kube = FakeKube()
+    meta = {"name": "main", "namespace": "prod", "uid": "u1", "generation": 1}
+    status = {"readyMembers": 3, "leader": "main-1", "observedGeneration": 1}
+    kube.put_object(
+        PATH, {"kind": CLUSTER, "metadata": meta, "spec": {"size": 3}, "status": status}
+    )
+    runner = FakeRunner(tmp_path, [result()])
+    ctl, metrics = controller(kube, runner)
+    labels = {"namespace": "prod", "name": "main"}
+    seen_at_start: list[float | None] = []
+    original_run = runner.run
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        seen_at_start.append(value(metrics, "etcd_runbook_cluster_members_ready", **labels))
+        return original_run(*args, **kwargs)
+
+    runner.run = run  # type: ignore[method-assign]
+    ctl.reconcile(("prod", "main"))
+    assert seen_at_start == [3]

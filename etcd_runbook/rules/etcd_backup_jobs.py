@@ -37,7 +37,7 @@ from etcd_runbook.names import (
     LABEL_JOB,
     MANAGED_BY,
 )
-from etcd_runbook.rules.cluster.spec import RUN_AS, cluster_domain
+from etcd_runbook.rules.cluster.spec import RUN_AS, cluster_domain, image_pull_secrets
 from etcd_runbook.rules.cron import RFC3339, next_schedule_time, schedule_problem
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
@@ -262,9 +262,7 @@ def tls_secret_names(cluster: dict[str, Any] | None) -> list[str]:
 def pull_secrets(cluster: dict[str, Any] | None) -> list[dict[str, str]]:
     """The registry credentials the cluster's spec.pod.imagePullSecrets names: in its
     namespace, they pull the operator's image for its backup Jobs as they pull etcd's."""
-    pod = _spec(cluster).get("pod") if cluster else None
-    listed = (pod or {}).get("imagePullSecrets") or []
-    return [{"name": str(s["name"])} for s in listed if isinstance(s, dict) and s.get("name")]
+    return image_pull_secrets((_spec(cluster).get("pod") if cluster else None) or {})
 
 
 def job_role(backup: dict[str, Any], secrets: list[str]) -> list[dict[str, Any]]:

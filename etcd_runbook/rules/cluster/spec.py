@@ -748,12 +748,17 @@ def _image_digests(spec: dict[str, Any], version: str, problems: list[dict[str, 
     return kept
 
 
+def image_pull_secrets(pod: dict[str, Any]) -> list[dict[str, str]]:
+    """spec.pod.imagePullSecrets as a Pod takes them: the names, nothing else."""
+    listed = pod.get("imagePullSecrets") or []
+    return [{"name": str(s["name"])} for s in listed if isinstance(s, dict) and s.get("name")]
+
+
 def _pod_extras(pod: dict[str, Any]) -> dict[str, Any]:
     """The member Pod settings added after the first releases, only when set: a key that is
     always there would change every running member's pod_hash and roll it for nothing."""
     extras: dict[str, Any] = {}
-    secrets = [{"name": str(s["name"])} for s in pod.get("imagePullSecrets") or [] if s.get("name")]
-    if secrets:
+    if secrets := image_pull_secrets(pod):
         extras["image_pull_secrets"] = secrets
     if pod.get("topologySpreadConstraints"):
         extras["topology_spread"] = list(pod["topologySpreadConstraints"])

@@ -68,6 +68,10 @@ OBJECT_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         _BACKUP,
     ),
     "etcd_runbook_backup_failing": ("1 while the Degraded condition is True, else 0", _BACKUP),
+    "etcd_runbook_backup_scheduled": (
+        "1 while spec.schedule takes snapshots (set and not suspended), else 0",
+        _BACKUP,
+    ),
 }
 
 
@@ -182,6 +186,11 @@ def backup_samples(obj: dict[str, Any]) -> list[Sample]:
             _unix(check.get("time")) if verified else None,
         ),
         ("etcd_runbook_backup_failing", 1.0 if _condition(status, "Degraded") == "True" else 0.0),
+        # What tells a stopped schedule (its newest snapshot ageing) from a one-off backup.
+        (
+            "etcd_runbook_backup_scheduled",
+            1.0 if spec.get("schedule") and not spec.get("suspend") else 0.0,
+        ),
     ]
     return [Sample(m, labels, v) for m, v in named if v is not None]
 

@@ -242,6 +242,7 @@ def backup(status: dict[str, Any] | None) -> dict[str, Any]:
                 "etcd_runbook_backup_last_snapshot_timestamp_seconds": T0_UNIX,
                 "etcd_runbook_backup_last_verified_timestamp_seconds": T0_UNIX + 3600,
                 "etcd_runbook_backup_failing": 0,
+                "etcd_runbook_backup_scheduled": 0,
             },
             id="verified",
         ),
@@ -254,6 +255,7 @@ def backup(status: dict[str, Any] | None) -> dict[str, Any]:
             {
                 "etcd_runbook_backup_last_snapshot_timestamp_seconds": T0_UNIX,
                 "etcd_runbook_backup_failing": 1,
+                "etcd_runbook_backup_scheduled": 0,
             },
             id="a-check-of-an-older-snapshot-verifies-not-this-one",
         ),
@@ -265,21 +267,42 @@ def backup(status: dict[str, Any] | None) -> dict[str, Any]:
             {
                 "etcd_runbook_backup_last_snapshot_timestamp_seconds": T0_UNIX,
                 "etcd_runbook_backup_failing": 0,
+                "etcd_runbook_backup_scheduled": 0,
             },
             id="snapshot-missing",
         ),
         pytest.param(
             {"lastSnapshot": {"time": "not a time"}, "conditions": [cond("Degraded", "Unknown")]},
-            {"etcd_runbook_backup_failing": 0},
+            {"etcd_runbook_backup_failing": 0, "etcd_runbook_backup_scheduled": 0},
             id="unreadable-time",
         ),
-        pytest.param(None, {"etcd_runbook_backup_failing": 0}, id="new-backup-without-status"),
+        pytest.param(
+            None,
+            {"etcd_runbook_backup_failing": 0, "etcd_runbook_backup_scheduled": 0},
+            id="new-backup-without-status",
+        ),
     ],
 )
 def test_backup_gauges(status, expected):
     got = samples(BACKUP, backup(status))
     assert {labels for _, labels in got} == {BACKUP_LABELS}
     assert {m: v for (m, _), v in got.items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "scheduled"),
+    [
+        ({}, 0),
+        ({"schedule": "0 3 * * *"}, 1),
+        # Paused by a person: its snapshots are not expected to be new.
+        ({"schedule": "0 3 * * *", "suspend": True}, 0),
+        ({"schedule": ""}, 0),
+    ],
+)
+def test_a_backup_s_schedule_is_told_from_a_one_off(spec, scheduled):
+    obj = backup(None)
+    obj["spec"] |= spec
+    assert samples(BACKUP, obj)[("etcd_runbook_backup_scheduled", BACKUP_LABELS)] == scheduled
 
 
 def test_a_kind_without_gauges_has_no_samples():

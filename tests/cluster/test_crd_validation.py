@@ -259,6 +259,11 @@ def test_short_name_and_printer_columns(crd, k8s_namespace):
             "currentVersion": "3.6.16",
             "leader": "columns-1",
             "clusterID": "cdf818194e3a8c32",
+            "lastBackup": {
+                "backup": "nightly",
+                "time": "2026-01-01T00:00:00Z",
+                "location": "s3://b/k",
+            },
             "conditions": [
                 {
                     "type": t,
@@ -285,7 +290,7 @@ def test_short_name_and_printer_columns(crd, k8s_namespace):
         table = crd.kubectl("-n", k8s_namespace, "get", "etcd", "-o", "wide").stdout
         return table.splitlines()
 
-    header = crd.wait_for(
+    crd.wait_for(
         lambda: (
             (lines := shown())[1].split()[4:9]
             == ["True", "NodeLost", "Running", "columns-1", "cdf818194e3a8c32"]
@@ -293,11 +298,14 @@ def test_short_name_and_printer_columns(crd, k8s_namespace):
         ),
         timeout=30,
         what="the status in the columns",
-    )[0]
-    assert header.split()[:10] == [
+    )
+    header, row = lines_shown = shown()[:2]
+    assert header.split()[:11] == [
         "NAME", "SIZE", "READY", "VERSION", "AVAILABLE", "HEALTH", "PHASE", "LEADER",
-        "CLUSTER-ID", "AGE",
-    ]  # fmt: skip
+        "CLUSTER-ID", "LAST-BACKUP", "AGE",
+    ], lines_shown  # fmt: skip
+    # The last backup as an age, like AGE (its time is months before the object's creation).
+    assert row.split()[9].endswith("d"), lines_shown
 
 
 def test_scale_subresource_sets_spec_size(crd, k8s_namespace):

@@ -327,6 +327,22 @@ def test_minor_upgrade_rolls_one_member_at_a_time_leader_moved_first(
     assert taken["location"].startswith(f"s3://{bucket}/e2e/before-upgrade/{ns}/{name}/")
     pre = get(k8s, ns, "etcdbackup", "upgrade-before-3-6")
     assert pre["status"]["lastSnapshot"]["sha256"] == taken["sha256"]
+    # The newest verified snapshot of the cluster's backups, in status and in -o wide.
+    snapshots = {
+        b["metadata"]["name"]: b["status"]["lastSnapshot"]
+        for b in get(k8s, ns, "etcdbackup")["items"]
+        if b.get("status", {}).get("lastSnapshot", {}).get("sha256")
+    }
+    newest = max(snapshots, key=lambda n: snapshots[n]["time"])
+
+    def last_backup_shown() -> dict[str, Any]:
+        o = get(k8s, ns, "etcd", name)
+        return o if o["status"].get("lastBackup", {}).get("backup") == newest else {}
+
+    obj = k8s.wait_for(last_backup_shown, timeout=120, interval=3, what="status.lastBackup")
+    assert obj["status"]["lastBackup"]["location"] == snapshots[newest]["location"]
+    wide = k8s.kubectl("-n", ns, "get", "etcd", name, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[9] == "LAST-BACKUP" and wide[1].split()[9] != "<none>", wide
     assert events(k8s, ns, "SnapshotBeforeUpgrade")
     assert taken["location"] in started[0]["message"]
     first_roll = min(

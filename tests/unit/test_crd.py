@@ -182,10 +182,13 @@ def test_good_spec_is_accepted(schema, spec):
 def test_printer_columns(crd, schema):
     columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [c["name"] for c in columns] == [
-        "Size", "Ready", "Version", "Available", "Health", "Phase", "Leader", "Cluster-ID", "Age"
+        "Size", "Ready", "Version", "Available", "Health", "Phase", "Leader", "Cluster-ID",
+        "Last-Backup", "Age",
     ]  # fmt: skip
-    # Leader and cluster ID with -o wide only.
-    assert [c["name"] for c in columns if c.get("priority")] == ["Leader", "Cluster-ID"]
+    # Leader, cluster ID and the last backup with -o wide only.
+    assert [c["name"] for c in columns if c.get("priority")] == [
+        "Leader", "Cluster-ID", "Last-Backup"
+    ]  # fmt: skip
     for column in columns:
         if column["jsonPath"] != ".metadata.creationTimestamp":
             assert resolves(schema, column["jsonPath"]), column

@@ -2720,3 +2720,40 @@ def test_a_rolled_member_that_runs_but_is_never_healthy_halts_the_roll_after_a_b
     assert p["ended"] == ["e-1"] and p["heal"] == ["e-1"] and p["refusals"] == []
     back["pods"][1]["metadata"]["creationTimestamp"] = CREATED
     assert ep.plan(back)["ended"] == []
+
+
+def _taken(name: str, time: str, cluster: str = "e", sha256: str = "f" * 64) -> dict[str, Any]:
+    backup = etcd_backup(name, cluster=cluster)
+    backup["status"]["lastSnapshot"] = {
+        "location": f"s3://b/{name}.db",
+        "sha256": sha256,
+        "time": time,
+    }
+    return backup
+
+
+@pytest.mark.parametrize(
+    ("backups", "last"),
+    [
+        ([], None),
+        # The newest verified snapshot of any of the cluster's EtcdBackups.
+        (
+            [_taken("nightly", "2026-11-27T03:00:00Z"), _taken("hourly", "2026-11-28T09:00:00Z")],
+            {"backup": "hourly", "time": "2026-11-28T09:00:00Z", "location": "s3://b/hourly.db"},
+        ),
+        # Another cluster's, a snapshot without its sha256 (not verified), none at all: not it.
+        (
+            [
+                _taken("theirs", "2026-11-28T10:00:00Z", cluster="other"),
+                _taken("unverified", "2026-11-28T11:00:00Z", sha256=""),
+                etcd_backup("empty"),
+                _taken("nightly", "2026-11-27T03:00:00Z"),
+            ],
+            {"backup": "nightly", "time": "2026-11-27T03:00:00Z", "location": "s3://b/nightly.db"},
+        ),
+    ],
+)
+def test_the_last_backup_is_the_newest_verified_snapshot_of_the_cluster(backups, last):
+    facts = healthy3()
+    facts["backups"] = backups
+    assert ep.report(facts)["status"]["lastBackup"] == last

@@ -401,6 +401,8 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
         status["clusterID"] = None
     if p["upgrade_snapshot"]:
         status["upgradeSnapshot"] = p["upgrade_snapshot"]
+    # Null once no EtcdBackup of the cluster holds a verified snapshot (all deleted, say).
+    status["lastBackup"] = last_backup(o) or None
     # Kept while it holds, and cleared (null) once a quorum is back, so a recovery reads the
     # survivors of this loss, never those of an earlier one.
     status["majorityDataLost"] = (
@@ -411,6 +413,22 @@ def _status(o: _Observed, p: dict[str, Any], r: dict[str, Any], phase: str) -> d
     # A person's recovery request, as decided this run; cleared (null) with the annotation.
     status["recovery"] = p["recovery"] or None
     return status
+
+
+def last_backup(o: _Observed) -> dict[str, Any]:
+    """The newest verified snapshot any EtcdBackup of the cluster reports (its Job writes
+    lastSnapshot only once etcd's hash and the sha256 are checked): which backup, when, where;
+    empty when none has one."""
+    taken = [
+        {"backup": str((b.get("metadata") or {}).get("name")), **last}
+        for b in o.own_backups
+        if (last := (b.get("status") or {}).get("lastSnapshot") or {}).get("sha256")
+        and last.get("time")
+    ]
+    if not taken:
+        return {}
+    newest = max(taken, key=lambda t: str(t["time"]))
+    return {k: newest[k] for k in ("backup", "time", "location") if newest.get(k)}
 
 
 def _condition(true: bool, reason: str, message: str) -> dict[str, str]:

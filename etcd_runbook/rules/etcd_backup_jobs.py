@@ -37,7 +37,11 @@ from etcd_runbook.names import (
     LABEL_JOB,
     MANAGED_BY,
 )
-from etcd_runbook.rules.cluster.spec import RUN_AS, cluster_domain, image_pull_secrets
+from etcd_runbook.rules.cluster.spec import (
+    cluster_domain,
+    image_pull_secrets,
+    pod_security_context,
+)
 from etcd_runbook.rules.cron import RFC3339, next_schedule_time, schedule_problem
 from etcd_runbook.rules.etcd_conditions import Condition, conditions
 from etcd_runbook.rules.etcd_s3_store import ca_mount, ca_volume, credentials_env
@@ -163,13 +167,8 @@ def pod_spec(
         "serviceAccountName": account_name(backup),
         "restartPolicy": "Never",
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
-            "fsGroup": RUN_AS,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        # The operator's defaults: a backup Pod mounts no member's data.
+        "securityContext": pod_security_context({}),
         "containers": [
             {
                 "name": "backup",
